@@ -1,0 +1,1 @@
+"""fsbench harness: CLI, pipelines, attention routing, schedules, LoadGen driver and results layout."""

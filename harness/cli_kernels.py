@@ -1,0 +1,122 @@
+"""`fsbench kernels ...`: proxy table, ablation, benchmark and kernel check."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from harness.cli import main
+
+
+@main.group()
+def kernels() -> None:
+    """Attention kernels: proxy-table, ablation, bench, check."""
+
+
+def _shape(text: str) -> tuple[int, int, int, int]:
+    try:
+        shape = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 4:
+        raise click.BadParameter(f"expected B,H,S,D (four integers), got {text!r}")
+    return shape  # type: ignore[return-value]
+
+
+@kernels.command("proxy-table")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+def proxy_table(as_json: bool) -> None:
+    """Paper Table 8: what each Schraudolph proxy width costs, computed."""
+    from kernels.schraudolph import proxy_table as compute
+
+    rows = compute()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+
+    def cell(value, fmt):
+        return "-" if value is None else format(value, fmt)
+
+    click.echo(f"{'proxy':<12}{'M':>4}{'E':>4}{'reach':>8}{'min %':>10}{'max %':>9}{'RMS %':>9}{'added %':>10}")
+    for r in rows:
+        reach = "-" if r["reach_log2"] is None else f"2^{r['reach_log2']}"
+        click.echo(f"{r['proxy']:<12}{cell(r['M'], 'd'):>4}{cell(r['E'], 'd'):>4}{reach:>8}{r['min_pct']:>10.3f}"
+                   f"{r['max_pct']:>9.3f}{r['rms_pct']:>9.3f}{cell(r['added_pct'], '.3f'):>10}")
+
+
+@kernels.command()
+@click.option("--shape", default="1,1,1024,128", show_default=True, help="B,H,S,D of the normal inputs.")
+@click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Inputs to average over.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON to this file.")
+def ablation(shape: str, seeds: int, device: str, as_json: bool, out: str | None) -> None:
+    """Paper Table 4: error of each Fused-Softmax component, on the emulator."""
+    import torch
+    from tqdm import tqdm
+
+    from kernels.ablation import ROWS, format_ablation, run_ablation
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available here")
+    dims = _shape(shape)
+    with tqdm(total=seeds * 4 * len(ROWS), desc="ablation", unit="run", disable=None) as bar:
+        result = run_ablation(dims, seeds, device, progress=lambda _: bar.update())
+    text = json.dumps(result, indent=2)
+    if out:
+        from pathlib import Path
+
+        from harness.results import atomic_write_text
+
+        atomic_write_text(Path(out), text + "\n")
+    click.echo(text if as_json else format_ablation(result))
+
+
+def _parse_shape(text: str) -> tuple[int, int, int, int]:
+    parts = tuple(int(x) for x in text.replace("x", ",").split(","))
+    if len(parts) != 4:
+        raise click.BadParameter(f"shape must be b,h,s,d, got {text!r}")
+    return parts  # type: ignore[return-value]
+
+
+@kernels.command("bench")
+@click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
+@click.option("--rows", "row_names", default="", help="comma-separated row names (default: all)")
+@click.option("--repeats", default=7, show_default=True, help="timed calls per row (median reported)")
+@click.option("--emulate/--no-emulate", default=True, show_default=True,
+              help="also measure the emulator's error at shapes of at most 32768 keys")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON here")
+@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
+def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
+          md_path: str | None) -> None:
+    """TFLOP/s and accuracy of SDPA, the conventional FP8 and the fused Triton kernels (needs an H200)."""
+    from kernels import bench as kbench
+
+    selected = kbench.rows()
+    if row_names:
+        wanted = set(row_names.split(","))
+        selected = [r for r in selected if r.name in wanted]
+    results = []
+    for shape in [_parse_shape(s) for s in shapes] or list(kbench.SHAPES):
+        results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768)
+        click.echo(kbench.format_table(results))
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=1)
+    if md_path:
+        with open(md_path, "w") as f:
+            f.write(kbench.format_markdown(results) + "\n")
+
+
+@kernels.command("check")
+@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
+def check(formats: str, json_path: str | None) -> None:
+    """Triton kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
+    from kernels import check as kcheck
+
+    rows = kcheck.run_checks(tuple(formats.split(",")))
+    click.echo(kcheck.format_table(rows))
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)

@@ -1,0 +1,37 @@
+"""Attention numerics for fsbench: MX formats, Hadamard rotation, Schraudolph proxies, the reference
+emulator of Fused-Softmax attention and the Triton kernels.
+
+Importing this package does no work: no CUDA initialisation, no compilation, no heavy imports. The
+public entry points load their modules on first call.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernels.api import AttentionStats
+
+FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
+IMPLS = ("auto", "emulate", "triton", "sdpa")
+
+
+def attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", fmt: str = "mxfp8", *,
+              impl: str = "auto", layout: str = "BSHD", **options: Any) -> "torch.Tensor":
+    """Non-causal attention of `q, k, v` (layout BSHD or BHSD) in precision `fmt`; see `kernels.api`."""
+    from kernels.api import attention as _attention
+
+    return _attention(q, k, v, fmt, impl=impl, layout=layout, **options)
+
+
+def attention_with_stats(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", fmt: str = "mxfp8", *,
+                         impl: str = "auto", layout: str = "BSHD",
+                         **options: Any) -> "tuple[torch.Tensor, AttentionStats]":
+    """Like `attention`, and also returns the call's `AttentionStats` (key tiles, rollbacks, overflow)."""
+    from kernels.api import attention_with_stats as _attention_with_stats
+
+    return _attention_with_stats(q, k, v, fmt, impl=impl, layout=layout, **options)
+
+
+__all__ = ["FORMATS", "IMPLS", "attention", "attention_with_stats"]
