@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -55,20 +56,20 @@ def ablation(shape: str, seeds: int, device: str, as_json: bool, out: str | None
     import torch
     from tqdm import tqdm
 
+    from harness.results import atomic_write_text
     from kernels.ablation import ROWS, format_ablation, run_ablation
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available here")
     dims = _shape(shape)
+
+    def save(partial: dict) -> None:
+        if out:
+            atomic_write_text(Path(out), json.dumps(partial, indent=2) + "\n")
+
     with tqdm(total=seeds * 4 * len(ROWS), desc="ablation", unit="run", disable=None) as bar:
-        result = run_ablation(dims, seeds, device, progress=lambda _: bar.update())
+        result = run_ablation(dims, seeds, device, progress=lambda _: bar.update(), on_seed=save)
     text = json.dumps(result, indent=2)
-    if out:
-        from pathlib import Path
-
-        from harness.results import atomic_write_text
-
-        atomic_write_text(Path(out), text + "\n")
     click.echo(text if as_json else format_ablation(result))
 
 

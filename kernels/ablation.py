@@ -47,14 +47,18 @@ def normal_inputs(shape: tuple[int, int, int, int], seed: int, device: str) -> t
 
 
 def run_ablation(shape: tuple[int, int, int, int] = (1, 1, 1024, 128), seeds: int = 1, device: str = "cpu",
-                 formats: tuple[str, ...] = FORMATS,
-                 progress: Callable[[str], None] | None = None) -> dict:
-    """Every row of Table 4 for every format, averaged over `seeds` inputs; returns a JSON-able dict."""
+                 formats: tuple[str, ...] = FORMATS, progress: Callable[[str], None] | None = None,
+                 on_seed: Callable[[dict], None] | None = None) -> dict:
+    """Every row of Table 4 for every format, averaged over `seeds` inputs; returns a JSON-able dict.
+
+    `on_seed` receives the average over the seeds finished so far after each one, so a long run that
+    is stopped keeps what it finished."""
     b, h, s, d = shape
     if min(shape) < 1 or d % 32:
         raise ValueError(f"ablation shape must be positive with head_dim a multiple of 32, got {shape}")
     chunk = 1 << 28 if torch.device(device).type == "cuda" else 1 << 26
     sums = {(fmt, r): [0.0, 0.0] for fmt in formats for r in range(len(ROWS))}
+    result: dict = {}
     for seed in range(seeds):
         q, k, v = normal_inputs(shape, seed, device)
         ref, _ = emulate(q, k, v, "bf16", chunk_elements=chunk, **CONVENTIONAL)
@@ -65,6 +69,13 @@ def run_ablation(shape: tuple[int, int, int, int] = (1, 1, 1024, 128), seeds: in
                 sums[fmt, r][1] += cosine(out, ref)
                 if progress:
                     progress(f"seed {seed} {fmt:>5} {label}")
+        result = _summary(shape, seed + 1, device, formats, sums)
+        if on_seed:
+            on_seed(result)
+    return result
+
+
+def _summary(shape: tuple[int, ...], seeds: int, device: str, formats: tuple[str, ...], sums: dict) -> dict:
     rows = []
     for r, (label, options) in enumerate(ROWS):
         row = {"components": label, "options": options}
