@@ -49,26 +49,31 @@ def proxy_table(as_json: bool) -> None:
 @click.option("--shape", default="1,1,1024,128", show_default=True, help="B,H,S,D of the normal inputs.")
 @click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Inputs to average over.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, help="Columns to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON to this file.")
-def ablation(shape: str, seeds: int, device: str, as_json: bool, out: str | None) -> None:
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON to this file (after every seed).")
+def ablation(shape: str, seeds: int, device: str, formats: str, as_json: bool, out: str | None) -> None:
     """Paper Table 4: error of each Fused-Softmax component, on the emulator."""
     import torch
     from tqdm import tqdm
 
     from harness.results import atomic_write_text
-    from kernels.ablation import ROWS, format_ablation, run_ablation
+    from kernels.ablation import FORMATS, ROWS, format_ablation, run_ablation
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available here")
     dims = _shape(shape)
+    columns = tuple(f.strip() for f in formats.split(","))
+    unknown = sorted(set(columns) - set(FORMATS))
+    if unknown or not columns:
+        raise ValueError(f"--formats: unknown format(s) {unknown}; expected some of {', '.join(FORMATS)}")
 
     def save(partial: dict) -> None:
         if out:
             atomic_write_text(Path(out), json.dumps(partial, indent=2) + "\n")
 
-    with tqdm(total=seeds * 4 * len(ROWS), desc="ablation", unit="run", disable=None) as bar:
-        result = run_ablation(dims, seeds, device, progress=lambda _: bar.update(), on_seed=save)
+    with tqdm(total=seeds * len(columns) * len(ROWS), desc="ablation", unit="run", disable=None) as bar:
+        result = run_ablation(dims, seeds, device, columns, progress=lambda _: bar.update(), on_seed=save)
     text = json.dumps(result, indent=2)
     click.echo(text if as_json else format_ablation(result))
 

@@ -130,17 +130,18 @@ def _tile_probabilities(x: torch.Tensor, mt: torch.Tensor, fmt: str, schraudolph
 
 
 @functools.lru_cache(maxsize=None)
-def _fused_tile_probabilities():
-    return torch.compile(_tile_probabilities, dynamic=False)
+def fused_tile_probabilities():
+    """`_tile_probabilities` fused by torch.compile; emulate_precision_casts keeps the bf16 round trips
+    that Inductor would otherwise drop as no-ops."""
+    return torch.compile(_tile_probabilities, dynamic=False, options={"emulate_precision_casts": True})
 
 
 def _tile_probabilities_for(device: torch.device, opts: EmulatorOptions):
-    """On CUDA the elementwise pipeline is fused by torch.compile (it is some 30 passes over every score
-    otherwise), giving bit-identical P. The U32 proxy stays eager: Inductor evaluates its float64
-    pattern in lower precision."""
+    """On CUDA the elementwise pipeline is fused (it is some 30 passes over every score otherwise); the
+    U32 proxy, whose pattern needs float64, stays eager."""
     if device.type != "cuda" or (opts.schraudolph and opts.proxy == "u32"):
         return _tile_probabilities
-    return _fused_tile_probabilities()
+    return fused_tile_probabilities()
 
 
 def _accumulate(state: _RowState, x: torch.Tensor, mt: torch.Tensor, v: torch.Tensor, fmt: str,

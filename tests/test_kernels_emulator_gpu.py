@@ -1,11 +1,13 @@
-"""The emulator on CUDA (its elementwise pipeline fused by torch.compile) against the CPU emulator."""
+"""The emulator on CUDA: its torch.compile-fused elementwise pipeline must give the same P as the eager
+code on the same scores, and the whole emulator must agree with the CPU one up to the rare rounding
+ties that a different matmul summation order flips."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from kernels.ablation import CONVENTIONAL, relative_error_pct
-from kernels.emulator import emulate
+from kernels.emulator import _tile_probabilities, emulate, fused_tile_probabilities
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -13,11 +15,25 @@ if not torch.cuda.is_available():
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "mxfp6", "mxfp4"])
+@pytest.mark.parametrize("schraudolph, proxy", [(False, "u16"), (True, "u16"), (True, "u32"), (True, "u8")])
+def test_fused_tile_probabilities_equal_eager(fmt, schraudolph, proxy):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(4, 512, 2, 128, generator=g, device="cuda") * 4
+    x[..., -16:] = -torch.inf  # masked tail keys
+    mt = x.amax(-1)
+    eager = _tile_probabilities(x, mt, fmt, schraudolph, proxy, 0.05798)
+    fused = fused_tile_probabilities()(x, mt, fmt, schraudolph, proxy, 0.05798)
+    assert torch.equal(eager[0], fused[0]), f"max diff {(eager[0] - fused[0]).abs().max().item()}"
+    for e, f in zip(eager[1:], fused[1:]):
+        assert torch.allclose(e, f, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "mxfp6", "mxfp4"])
 @pytest.mark.parametrize("options", [CONVENTIONAL, {}, {"proxy": "u32"}, {"proxy": "u8"}], ids=str)
-def test_cuda_emulator_matches_cpu(fmt, options):
+def test_cuda_emulator_agrees_with_cpu(fmt, options):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, 1000, 128, generator=g).to(torch.bfloat16) for _ in range(3))
     cpu, cpu_stats = emulate(q, k, v, fmt, **options)
     gpu, gpu_stats = emulate(q.cuda(), k.cuda(), v.cuda(), fmt, **options)
-    assert relative_error_pct(gpu.cpu(), cpu) < 1e-3
+    assert relative_error_pct(gpu.cpu(), cpu) < 0.05
     assert cpu_stats == gpu_stats
