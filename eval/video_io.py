@@ -1,0 +1,55 @@
+"""Reading (and atomically writing) mp4 frames with imageio-ffmpeg.
+
+Frames are streamed: `imageio.get_reader` reports `len() == sys.maxsize` for ffmpeg streams, so
+`list(reader)` raises MemoryError, and a 720p 81-frame video is 224 MB decoded; we keep only the frames asked for.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import imageio
+import imageio.v3 as iio
+import numpy as np
+
+
+def read_frames(path: str | os.PathLike, step: int = 1) -> tuple[np.ndarray, int]:
+    """Every `step`-th frame (0, step, 2*step, ...) as uint8 (n, H, W, 3), and the total frame count."""
+    kept = []
+    total = 0
+    for index, frame in enumerate(iio.imiter(path, plugin="FFMPEG")):
+        if index % step == 0:
+            kept.append(frame)
+        total = index + 1
+    if not kept:
+        raise ValueError(f"{path} holds no video frames")
+    return np.stack(kept), total
+
+
+def read_frame(path: str | os.PathLike, index: int) -> np.ndarray:
+    """Frame `index` (0-based) as uint8 (H, W, 3); IndexError names the frame count when the video is shorter."""
+    count = 0
+    for count, frame in enumerate(iio.imiter(path, plugin="FFMPEG"), start=1):
+        if count - 1 == index:
+            return frame
+    raise IndexError(f"{path} has {count} frames; frame {index} does not exist")
+
+
+def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 16, lossless: bool = False) -> Path:
+    """Write uint8 (n, H, W, 3) frames as h264 mp4 via a temp file and os.replace, so readers never see half a file.
+
+    `lossless` uses libx264rgb at crf 0, which decodes back bit-exactly (plain yuv420p h264 does not).
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.mp4")
+    if lossless:
+        options = {"codec": "libx264rgb", "pixelformat": "bgr24", "output_params": ["-crf", "0"]}
+    else:
+        options = {"codec": "libx264", "quality": 8}
+    try:
+        imageio.mimwrite(tmp, np.asarray(frames, dtype=np.uint8), fps=fps, macro_block_size=1,
+                         ffmpeg_log_level="error", **options)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -1,0 +1,132 @@
+"""`fsbench eval` and `fsbench compare` on synthetic bf16 / mxfp8 / hybrid runs with real mp4 files."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from eval_runs import SETTINGS, constant_video, make_run
+
+from eval import report
+from eval.runs import Run
+from harness.cli import main
+
+PROMPTS = ("a cat grooming itself meticulously with its tongue", "a motorcycle cruising along a coastal highway")
+LATENCY = {"bf16": 2.0, "mxfp8": 1.3, "hybrid": 1.1}
+
+
+def _perf(schedule: str, offline: bool = True) -> dict:
+    results = {"SingleStream": {"performance": {"latency_p90_ns": LATENCY[schedule] * 1e9, "valid": True}}}
+    if offline:
+        results["Offline"] = {"performance": {"samples_per_second": 0.5 / LATENCY[schedule], "valid": True}}
+    return results
+
+
+@pytest.fixture
+def three_runs(tmp_path):
+    """BF16 grey 100; MXFP8 grey 110 (PSNR 28.13 dB); hybrid grey 120 without an Offline result."""
+    runs = {}
+    for schedule, value in (("bf16", 100), ("mxfp8", 110), ("hybrid", 120)):
+        videos = {p: constant_video([value] * 9) for p in PROMPTS}
+        runs[schedule] = make_run(tmp_path / schedule, schedule, videos, results=_perf(schedule, schedule != "hybrid"))
+    return runs
+
+
+def _eval(run, ref, metrics="psnr,ssim", env=None):
+    return CliRunner().invoke(main, ["eval", str(run), "--reference", str(ref), "--metrics", metrics,
+                                     "--workers", "1"], env=env)
+
+
+def test_eval_cli_writes_results_and_prints_means(three_runs):
+    result = _eval(three_runs["mxfp8"], three_runs["bf16"])
+    assert result.exit_code == 0, result.output
+    assert "PSNR 28.13" in result.stdout and "2 of 2 prompts" in result.stdout
+    with open(three_runs["mxfp8"] / "eval" / "fidelity.csv") as f:
+        assert [r["prompt"] for r in csv.DictReader(f)] == sorted(PROMPTS)
+
+
+def test_eval_cli_reports_missing_lpips_weights_and_keeps_the_rest(three_runs, tmp_path):
+    result = _eval(three_runs["mxfp8"], three_runs["bf16"], "psnr,lpips", env={"TORCH_HOME": str(tmp_path / "th")})
+    assert result.exit_code == 2
+    assert f"{tmp_path}/th/hub/checkpoints/alexnet-owt-7be5be79.pth" in result.stderr
+    assert "fsbench: error: evaluation incomplete (lpips not computed" in result.stderr
+    assert "python scripts/fetch_eval_weights.py" in result.stderr
+    summary = json.loads((three_runs["mxfp8"] / "eval" / "summary.json").read_text())["fidelity"]
+    assert summary["metrics"]["psnr"]["mean"] == pytest.approx(10 * math.log10(255**2 / 100))
+
+
+def test_eval_cli_rejects_unknown_metric_and_missing_reference(three_runs):
+    bad = CliRunner().invoke(main, ["eval", str(three_runs["mxfp8"]), "--metrics", "psnr,fvd"])
+    assert bad.exit_code == 2 and "unknown metric(s) fvd" in bad.stderr
+    no_ref = CliRunner().invoke(main, ["eval", str(three_runs["mxfp8"]), "--metrics", "psnr"])
+    assert no_ref.exit_code == 2 and "need --reference BF16_RUN" in no_ref.stderr
+
+
+def test_compare_table_has_paper_columns_reference_row_speedups_and_footnotes(three_runs, tmp_path):
+    for schedule in ("mxfp8", "hybrid"):
+        assert _eval(three_runs[schedule], three_runs["bf16"]).exit_code == 0
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(main, ["compare", *(str(three_runs[s]) for s in ("bf16", "mxfp8", "hybrid")),
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = (out / "compare.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| Schedule"))
+    for column in ("Subject consistency", "Scene", "VBench overall", "PSNR (dB)", "SSIM", "LPIPS",
+                   "SingleStream p90 latency (s)", "Speedup vs BF16", "Offline (samples/s)"):
+        assert column in header
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines
+            if line.startswith("| ") and not line.startswith("| Schedule")}
+    assert rows["BF16"][7:10] == ["reference"] * 3
+    assert rows["MXFP8"][7] == f"{10 * math.log10(255**2 / 100):.2f}"
+    assert rows["MXFP8"][11] == f"{2.0 / 1.3:.2f}×" and rows["hybrid"][11] == f"{2.0 / 1.1:.2f}×"
+    offline_note = rows["hybrid"][12]
+    assert offline_note.startswith("[")
+    assert f"{offline_note} no Offline performance result in the run" in lines
+    with open(out / "compare.csv") as f:
+        by_schedule = {r["schedule"]: r for r in csv.DictReader(f)}
+    assert by_schedule["hybrid"]["offline_sps"] == "" and by_schedule["BF16"]["role"] == "reference"
+    assert float(by_schedule["mxfp8".upper()]["speedup"]) == pytest.approx(2.0 / 1.3)
+    table = json.loads((out / "compare.json").read_text())
+    note = table["rows"][2]["notes"]["offline_sps"]
+    assert table["footnotes"][str(note)] == "no Offline performance result in the run"
+    for name in ("speedup.png", "frames.png"):
+        assert iio.imread(out / name).ndim == 3
+
+
+def test_frame_grid_shows_the_chosen_frame_of_each_run(three_runs, tmp_path):
+    runs = [Run.open(three_runs[s]) for s in ("bf16", "mxfp8", "hybrid")]
+    assert report.default_frame(runs) == 4  # 9-frame videos: the middle frame, not the paper's 40
+    path = report.frame_grid(runs, [PROMPTS[0]], 4, tmp_path / "grid.png")
+    grid = iio.imread(path)[..., :3].reshape(-1, 3)
+    for grey in (100, 110, 120):  # each column's uniform frame appears in the picture
+        assert np.any(np.all(grid == grey, axis=1))
+    with pytest.raises(Exception, match="has 9 frames; frame 40 does not exist"):
+        report.frame_grid(runs, [PROMPTS[0]], 40, tmp_path / "g2.png")
+
+
+def test_performance_falls_back_to_loadgen_logs(tmp_path):
+    run = make_run(tmp_path / "r", "mxfp8", {})
+    single = run / "sys" / "wan-2.2-t2v-a14b" / "SingleStream" / "performance" / "run_1"
+    single.mkdir(parents=True)
+    (single / "mlperf_log_detail.txt").write_text(
+        ':::MLLOG {"key": "result_90.0_percentile_latency_ns", "value": 2500000000, "time_ms": 1}\n'
+        ':::MLLOG {"key": "result_validity", "value": "VALID", "time_ms": 2}\n')
+    offline = run / "sys" / "wan-2.2-t2v-a14b" / "Offline" / "performance" / "run_1"
+    offline.mkdir(parents=True)
+    (offline / "mlperf_log_summary.txt").write_text("Scenario : Offline\nSamples per second: 0.25\n"
+                                                    "Result is : INVALID\n")
+    perf = Run.open(run)
+    assert perf.performance("SingleStream").latency_p90_s == 2.5
+    assert perf.performance("SingleStream").valid is True
+    assert perf.performance("Offline").samples_per_second == 0.25
+    assert perf.performance("Offline").valid is False
+
+
+def test_runs_sharing_a_schedule_are_told_apart_by_folder(tmp_path):
+    a = make_run(tmp_path / "paper_bf16", "bf16", {}, settings=SETTINGS)
+    b = make_run(tmp_path / "mlperf_bf16", "bf16", {}, settings=SETTINGS)
+    assert report.labels([Run.open(a), Run.open(b)]) == ["BF16 (paper_bf16)", "BF16 (mlperf_bf16)"]
