@@ -106,8 +106,9 @@ def _from_manifest(manifest: dict, scenario: str) -> Performance | None:
         entry = entry["performance"]
     if not isinstance(entry, dict) or not entry:
         return None
-    p50 = _first(entry, "latency_p50_ns", "result_50.0_percentile_latency_ns")
-    p90 = _first(entry, "latency_p90_ns", "result_90.0_percentile_latency_ns")
+    # LoadGen 6.0 writes result_90.00_percentile_latency_ns; older releases one decimal
+    p50 = _first(entry, "latency_p50_ns", "result_50.00_percentile_latency_ns", "result_50.0_percentile_latency_ns")
+    p90 = _first(entry, "latency_p90_ns", "result_90.00_percentile_latency_ns", "result_90.0_percentile_latency_ns")
     sps = _first(entry, "samples_per_second", "result_samples_per_second")
     valid = entry.get("valid", entry.get("result_validity"))
     if isinstance(valid, str):

@@ -1,0 +1,206 @@
+"""MLPerf LoadGen around one function, `generate(qsl_index) -> payload` (the video path): SUT, QSL,
+settings, logs. Knows nothing of diffusers.
+
+Settings come from LoadGen's built-in mlperf.conf plus `scenarios/user.conf` for `wan-2.2-t2v-a14b`, then
+the quick-run overrides, loaded afresh for every test so several tests in one process agree. Each response
+carries the payload bytes (a short path, never raw frames), and its buffer stays referenced until
+`QuerySamplesComplete` has returned.
+"""
+from __future__ import annotations
+
+import array
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import FsbenchError
+
+MODEL_NAME = "wan-2.2-t2v-a14b"
+SCENARIOS = ("SingleStream", "Offline")
+MODES = ("performance", "accuracy")
+USER_CONF = Path(__file__).resolve().parent.parent / "scenarios" / "user.conf"
+
+
+@dataclass(frozen=True)
+class LoadgenOptions:
+    """Scenario, mode and the quick-run overrides (None keeps mlperf.conf + user.conf)."""
+
+    scenario: str
+    mode: str
+    user_conf: Path = USER_CONF
+    count: int | None = None            # queries (SingleStream) / samples (Offline): min = max = count
+    time_s: float | None = None          # min_duration
+    target_latency_ms: float | None = None
+    target_qps: float | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        return {k: v for k, v in (("count", self.count), ("time_s", self.time_s),
+                                  ("target_latency_ms", self.target_latency_ms),
+                                  ("target_qps", self.target_qps)) if v is not None}
+
+
+def build_test_settings(opts: LoadgenOptions, total: int) -> Any:
+    import mlperf_loadgen as lg
+
+    if opts.scenario not in SCENARIOS or opts.mode not in MODES:
+        raise FsbenchError(f"scenario must be one of {SCENARIOS} and mode one of {MODES}")
+    if not opts.user_conf.is_file():
+        raise FsbenchError(f"LoadGen user.conf {opts.user_conf} not found")
+    ts = lg.TestSettings()
+    # conf_type 0 loads the built-in mlperf.conf, 2 a user.conf. The default (1) loads mlperf.conf only on the
+    # first call in a process, so a second test (a sweep) would silently run without it.
+    ts.FromConfig("", MODEL_NAME, opts.scenario, 0)
+    if ts.FromConfig(str(opts.user_conf), MODEL_NAME, opts.scenario, 2) != 0:
+        raise FsbenchError(f"LoadGen could not read {opts.user_conf}; check its `model.Scenario.key = value` lines")
+    ts.scenario = getattr(lg.TestScenario, opts.scenario)
+    ts.mode = lg.TestMode.PerformanceOnly if opts.mode == "performance" else lg.TestMode.AccuracyOnly
+    ts.performance_sample_count_override = total
+    if opts.count is not None:
+        if opts.count < 1:
+            raise FsbenchError(f"--count must be at least 1, got {opts.count}")
+        ts.min_query_count = ts.max_query_count = opts.count
+    if opts.time_s is not None:
+        ts.min_duration_ms = int(opts.time_s * 1000)
+    if opts.target_latency_ms is not None:
+        ts.single_stream_expected_latency_ns = int(opts.target_latency_ms * 1e6)
+    if opts.target_qps is not None:
+        ts.offline_expected_qps = opts.target_qps
+    return ts
+
+
+class _SUT:
+    """Answers each sample as soon as it is generated. After an error or Ctrl-C (`stop`), the remaining
+    samples get empty responses at once so LoadGen can finish; the error is re-raised after the test."""
+
+    def __init__(self, generate: Callable[[int], str], on_sample: Callable[[], None] | None):
+        self.generate, self.on_sample = generate, on_sample
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def issue_queries(self, samples: list) -> None:
+        import mlperf_loadgen as lg
+
+        for sample in samples:
+            payload = b""
+            if not self.stop.is_set():
+                try:
+                    payload = self.generate(sample.index).encode()
+                except BaseException as exc:  # noqa: BLE001 - must not propagate into LoadGen's C++ thread
+                    self.error = exc
+                    self.stop.set()
+            buf = array.array("B", payload)
+            ptr, size = buf.buffer_info()
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(sample.id, ptr, size)])
+            del buf  # only now: LoadGen copied the bytes inside QuerySamplesComplete
+            if payload and self.on_sample:
+                self.on_sample()
+
+    def flush_queries(self) -> None:
+        """Nothing is batched, so there is nothing to flush."""
+
+
+def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, log_dir: Path,
+             on_sample: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Run one LoadGen test over QSL indices 0..total-1; returns the parsed summary.
+
+    LoadGen logs into a temporary folder next to `log_dir`; only a completed test moves its logs into
+    `log_dir`, so an error or Ctrl-C never replaces the logs of an earlier finished test.
+    """
+    import mlperf_loadgen as lg
+
+    settings = build_test_settings(opts, total)
+    log_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=log_dir.parent, prefix=f".tmp-{log_dir.name}-"))
+    try:
+        summary = _run(lg, generate, total, settings, staging, on_sample)
+        log_dir.mkdir(exist_ok=True)
+        for item in staging.iterdir():
+            os.replace(item, log_dir / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return summary
+
+
+def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log_dir: Path,
+         on_sample: Callable[[], None] | None) -> dict[str, Any]:
+    log = lg.LogSettings()
+    log.log_output.outdir = str(log_dir)
+    log.log_output.copy_summary_to_stdout = False
+    log.enable_trace = False
+    sut_impl = _SUT(generate, on_sample)
+    sut = lg.ConstructSUT(sut_impl.issue_queries, sut_impl.flush_queries)
+    qsl = lg.ConstructQSL(total, total, lambda _: None, lambda _: None)
+    start = time.perf_counter()
+    # LoadGen blocks in C++; running it in a thread keeps Ctrl-C deliverable to this (main) thread. An Event,
+    # not Thread.join, signals the end: a join interrupted by KeyboardInterrupt can report a live thread dead.
+    done = threading.Event()
+
+    def start_test() -> None:
+        try:
+            lg.StartTestWithLogSettings(sut, qsl, settings, log, "")
+        finally:
+            done.set()
+
+    threading.Thread(target=start_test, name="loadgen", daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        sut_impl.stop.set()
+        print("fsbench: interrupted: finishing the current video (Ctrl-C again aborts it)", file=sys.stderr,
+              flush=True)
+        done.wait()
+        raise
+    finally:
+        if done.is_set():
+            lg.DestroyQSL(qsl)
+            lg.DestroySUT(sut)
+    if sut_impl.error is not None:
+        raise sut_impl.error
+    summary = parse_detail(log_dir / "mlperf_log_detail.txt")
+    summary["wall_s"] = round(time.perf_counter() - start, 3)
+    return summary
+
+
+def parse_detail(path: Path) -> dict[str, Any]:
+    """The result fields of `mlperf_log_detail.txt` (`:::MLLOG {json}` lines) as a flat summary."""
+    values: dict[str, Any] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith(":::MLLOG "):
+            entry = json.loads(line[len(":::MLLOG "):])
+            values[entry["key"]] = entry["value"]
+    summary: dict[str, Any] = {"scenario": values.get("effective_scenario"), "mode": values.get("effective_test_mode")}
+    if "result_validity" not in values:
+        return summary
+    reasons = [text for key, text in (("result_min_duration_met", "min duration not met"),
+                                      ("result_min_queries_met", "min query count not met"),
+                                      ("early_stopping_met", "early stopping not met")) if values.get(key) is False]
+    if values.get("early_stopping_met") is False and values.get("early_stopping_result"):
+        reasons[-1] += ":" + values["early_stopping_result"].replace("  ", " ").replace(" * ", " ")
+    if values.get("result_invalid_reason"):
+        reasons.append(values["result_invalid_reason"])
+    latency = {f"latency_{name}_ns": values.get(f"result_{key}_latency_ns") for name, key in
+               (("min", "min"), ("mean", "mean"), ("p50", "50.00_percentile"), ("p90", "90.00_percentile"),
+                ("p99", "99.00_percentile"), ("max", "max"))}
+    summary.update(
+        validity=values["result_validity"],
+        valid=values["result_validity"] == "VALID",
+        invalid_reasons=reasons if values["result_validity"] != "VALID" else [],
+        **latency,
+        samples_per_second=values.get("result_samples_per_second",
+                                      values.get("result_qps_with_loadgen_overhead")),
+        query_count=values.get("result_query_count"),
+        samples=values.get("generated_samples_per_query", 1) * values.get("generated_query_count", 0)
+        if values.get("effective_scenario") == "Offline" else values.get("result_query_count"),
+    )
+    if "early_stopping_latency_ss" in values:
+        summary["early_stopping_latency_ns"] = values["early_stopping_latency_ss"]
+    return summary

@@ -1,0 +1,162 @@
+"""The run directory: MLPerf-style log folders, videos, the fixed latent and `manifest.json`, all written
+atomically (temp file + os.replace) so an error or Ctrl-C never leaves a half-written file behind.
+
+Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
+
+    RUN/manifest.json
+    RUN/latent.pt                                       the fixed initial latent (float32)
+    RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/performance/run_1/mlperf_log_{summary.txt,detail.txt,accuracy.json}
+    RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/accuracy/mlperf_log_{summary.txt,detail.txt,accuracy.json}
+    RUN/videos/<prompt>-0.mp4                           fps from the settings (16)
+    RUN/capture/<Scenario>-<mode>/{calls.jsonl,summary.json,qkv/*.pt}   with --capture
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.errors import FsbenchError
+
+BENCHMARK = "wan-2.2-t2v-a14b"
+MANIFEST = "manifest.json"
+LATENT = "latent.pt"
+# Settings that must agree before a new run may add results to an existing run directory.
+_SAME_RUN_KEYS = ("model", "settings", "schedule")
+
+
+def loadgen_dir(run: Path, system: str, scenario: str, mode: str) -> Path:
+    """Where LoadGen writes its logs for `scenario` (SingleStream|Offline) and `mode` (performance|accuracy)."""
+    base = run / system / BENCHMARK / scenario
+    return base / "performance" / "run_1" if mode == "performance" else base / "accuracy"
+
+
+def videos_dir(run: Path) -> Path:
+    return run / "videos"
+
+
+def capture_dir(run: Path, scenario: str, mode: str) -> Path:
+    return run / "capture" / f"{scenario}-{mode}"
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call `write(tmp)` on a temp file next to `path`, then rename it over `path` (never half-written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def load_manifest(run_dir: Path | str) -> dict[str, Any]:
+    """The run's manifest. Keys (all JSON):
+
+    - `model`: tiny | a14b-synthetic | checkpoint path; `preset`: mlperf | paper; `system`; `device`
+      ({type, name, dtype, count}); `git_commit`; `created` and `date` (first and latest write, ISO 8601 UTC)
+    - `settings`: height, width, num_frames, fps, steps, guidance_scale, guidance_scale_2, boundary_ratio,
+      flow_shift, seed, negative_prompt, preset, and `latent` {sha256 (of the float32 values), file
+      ("latent.pt", relative to RUN), source ("seed 42" or the --latent path), shape}
+    - `schedule`: {name, spec (canonical rule string), by_step (format label of every step)}
+    - `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count}
+    - `versions`: {python, torch, diffusers, transformers, mlcommons-loadgen, fsbench}
+    - `videos`: "videos" (folder relative to RUN; one `<prompt>-0.mp4` per prompt)
+    - `results`: {<Scenario>: {<mode>: summary}} with <mode> performance | accuracy. A performance summary
+      has validity ("VALID"|"INVALID"), valid (bool), invalid_reasons (list of str), latency_{min,mean,p50,
+      p90,p99,max}_ns, early_stopping_latency_ns (SingleStream), samples_per_second, query_count, samples,
+      wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
+      capture {dir, calls} with --capture. An accuracy summary has samples, videos_generated,
+      videos_reused, accuracy_log and log_dir (relative to RUN), wall_s
+    """
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        raise FsbenchError(f"{run_dir} is not a run directory (no {MANIFEST}); run `fsbench run` first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def open_run(run: Path, header: dict[str, Any]) -> dict[str, Any]:
+    """Create or reopen `run` for a run described by `header`; refuses a directory holding other settings."""
+    try:
+        run.mkdir(parents=True, exist_ok=True)
+        probe = run / f".write-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise FsbenchError(f"cannot write to output directory {run}: {exc.strerror}; pass --out DIR") from exc
+    now = _now()
+    if (run / MANIFEST).is_file():
+        manifest = load_manifest(run)
+        for key in _SAME_RUN_KEYS:
+            old, new = manifest.get(key), header[key]
+            if key == "schedule":
+                old, new = (old or {}).get("spec"), new["spec"]
+            if old != new:
+                raise FsbenchError(f"{run} holds results with a different {key} ({_diff(old, new)}); "
+                                   "pass --out DIR for a new run directory")
+        manifest.update({k: v for k, v in header.items() if k != "results"})
+    else:
+        manifest = {**header, "created": now, "results": {}}
+    manifest["date"] = now
+    _write_manifest(run, manifest)
+    return manifest
+
+
+def record_result(run: Path, scenario: str, mode: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """Merge one scenario/mode summary into the manifest (other results are kept)."""
+    manifest = load_manifest(run)
+    manifest.setdefault("results", {}).setdefault(scenario, {})[mode] = summary
+    manifest["date"] = _now()
+    _write_manifest(run, manifest)
+    return manifest
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def versions() -> dict[str, str | None]:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("torch", "diffusers", "transformers", "mlcommons-loadgen", "fsbench"):
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+def _write_manifest(run: Path, manifest: dict[str, Any]) -> None:
+    atomic_write_text(run / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+
+
+def _diff(old: Any, new: Any) -> str:
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys[:3])
+    return f"{old!r} -> {new!r}"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

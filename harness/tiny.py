@@ -1,0 +1,59 @@
+"""Component configs of the two synthetic models: `tiny` (seconds per video on a CPU) and `a14b-synthetic`
+(the real Wan2.2-T2V-A14B architecture), plus the tokenizer both build in-process and the tiny prompts."""
+from __future__ import annotations
+
+from typing import Any
+
+TINY_PROMPTS = (
+    "a red fox running through fresh snow",
+    "a lighthouse on a cliff at sunset, waves crashing",
+    "a cup of coffee steaming on a wooden table",
+    "a paper boat drifting down a rainy street",
+)
+
+TINY = {
+    "text_encoder": dict(vocab_size=256, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                         relative_attention_num_buckets=8, relative_attention_max_distance=32),
+    # attention_head_dim 32: MX formats quantise head_dim in blocks of 32.
+    "transformer": dict(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=32, in_channels=16,
+                        out_channels=16, text_dim=32, freq_dim=32, ffn_dim=128, num_layers=2, cross_attn_norm=True,
+                        qk_norm="rms_norm_across_heads", rope_max_seq_len=1024),
+    "vae": dict(base_dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                temperal_downsample=[False, True, True]),
+}
+
+# Wan2.2-T2V-A14B: the checkpoint's transformer config, the UMT5-XXL encoder and the Wan2.1 VAE defaults.
+A14B = {
+    "text_encoder": dict(vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
+                         relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                         feed_forward_proj="gated-gelu", layer_norm_epsilon=1e-6),
+    "transformer": dict(patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128, in_channels=16,
+                        out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=13824, num_layers=40,
+                        cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024),
+    "vae": dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+                temperal_downsample=[False, True, True]),
+}
+
+CONFIGS: dict[str, dict[str, dict[str, Any]]] = {"tiny": TINY, "a14b-synthetic": A14B}
+
+
+def build_tokenizer() -> Any:
+    """A 256-token Unigram tokenizer trained on a fixed corpus, wrapped for transformers (no download).
+
+    Deterministic: the same corpus and trainer settings give the same vocabulary every time.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = list(TINY_PROMPTS) + [
+        "the quick brown fox jumps over the lazy dog near a quiet river",
+        "vivid colors, overexposed, static, blurry details, subtitles, worst quality, low quality",
+        "a cat, a dog, a bird, a car, a city at night, mountains, ocean, forest, people walking",
+    ]
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(corpus, trainers.UnigramTrainer(vocab_size=256, special_tokens=["<pad>", "</s>", "<unk>"],
+                                                             unk_token="<unk>"))
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")

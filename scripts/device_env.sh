@@ -1,0 +1,21 @@
+# Sourced by the device scripts on the H200 (Python 3.12, torch, triton, transformers preinstalled; no
+# network): install from the carried .whl/ folder only the packages that do not import there, so nothing
+# the image ships is shadowed, and put the repository on PYTHONPATH. scripts/device_e2e.sh says how .whl
+# is fetched.
+SITE=/tmp/site
+
+# module:wheel-prefix pairs; a wheel is installed only when its module does not import (nothing is shadowed).
+missing=()
+for pair in diffusers:diffusers mlperf_loadgen:mlcommons_loadgen importlib_metadata:importlib_metadata zipp:zipp \
+            requests:requests urllib3:urllib3 idna:idna certifi:certifi charset_normalizer:charset_normalizer \
+            PIL:pillow imageio:imageio imageio_ffmpeg:imageio_ffmpeg click:click; do
+  python3 -c "import ${pair%%:*}" 2>/dev/null || missing+=(.whl/"${pair#*:}"-*.whl)
+done
+# diffusers needs huggingface_hub >= 1.32
+python3 -c "import huggingface_hub as h, sys; sys.exit(tuple(map(int, h.__version__.split('.')[:2])) < (1, 32))" \
+  2>/dev/null || missing+=(.whl/huggingface_hub-*.whl)
+if ((${#missing[@]})); then
+  echo "installing into $SITE: ${missing[*]}"
+  python3 -m pip install -q --no-index --no-deps --target "$SITE" "${missing[@]}"
+fi
+export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install (or reuse) .venv, then run the main job on the embedded tiny model (nothing is downloaded):
+# a SingleStream performance run (64 queries, the fewest LoadGen's early stopping accepts) and an accuracy
+# sweep of three precision schedules over the tiny model's own prompts. About 3 minutes on 2 CPU cores.
+set -euo pipefail
+source "$(dirname "$0")/_venv.sh"
+# The tiny model is too small to gain from threads; one thread avoids oversubscribing a shared machine.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+OUT=${FSBENCH_QUICKSTART_OUT:-results/runs/quickstart}
+FSBENCH=.venv/bin/fsbench
+
+"$FSBENCH" schedules --steps 4 --layers 2
+"$FSBENCH" run --model tiny --preset mlperf --schedule bf16 --scenario SingleStream --mode performance \
+  --count 64 --time 0 --target-latency 1000 --out "$OUT/single-stream-bf16"
+"$FSBENCH" sweep --model tiny --preset mlperf --schedules bf16,mxfp8,hybrid --out "$OUT/sweep"
+
+echo
+echo "SingleStream run: $OUT/single-stream-bf16"
+echo "  (manifest.json, cpu-tiny/wan-2.2-t2v-a14b/SingleStream/performance/run_1/mlperf_log_summary.txt)"
+echo "Schedule sweep:   $OUT/sweep/{bf16,mxfp8,hybrid} (videos/*.mp4, manifest.json, Offline/accuracy logs)"

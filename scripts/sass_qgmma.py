@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Compile the Hopper attention kernels for sm_90 (ahead of time: no GPU needed), dump their SASS and
+check that both GEMMs run on FP8 wgmma (QGMMA); count the instructions of the main loop that share
+the slow pipes (MUFU, F2I/I2F), the e4m3 conversions (F2FP) and the per-element ALU/FMA work.
+
+usage: python scripts/sass_qgmma.py [--out DIR]   (exit code 1 when a kernel has no QGMMA)
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+COUNTED = ("QGMMA", "HGMMA", "MUFU", "F2I", "I2F", "F2FP", "PRMT", "FMNMX", "IMNMX", "VIMNMX", "FFMA", "FADD",
+           "FMUL", "IADD3", "LOP3", "SHF", "IMAD", "FSEL", "SEL", "SHFL", "STG", "BAR", "LDS", "STS")
+
+VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+    "fused-mxfp8": (True, True, 7, 0, False, False),
+    "fused-mxfp8-nogate": (True, False, 7, 0, False, False),
+    "fused-mx-p-e2m3-row": (True, True, 2, 6, True, False),
+    "fused-mx-p-e2m3-block": (True, True, 2, -5, False, True),
+    "conventional-fp8": (False, True, 7, 0, False, False),
+}
+
+
+def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels import tiling, triton_attention
+    from kernels.triton_fused import attention_kernel
+
+    fused, gate, p_emax, p_shift, p_clamp, p_blocks = flags
+    bm, bn, d = tiling.BLOCK_M, tiling.BLOCK_N, head_dim
+    fn = attention_kernel.fn
+    signature = {"desc_q": f"tensordesc<fp8e4nv[{bm}, {d}]>", "desc_k": f"tensordesc<fp8e4nv[{bn}, {d}]>",
+                 "desc_v": f"tensordesc<fp8e4nv[{d}, {bn}]>", "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
+                 "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
+    signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_QT", "N_KT", "gate_p")})
+    constexprs = {"D": d, "BM": bm, "BN": bn, "D_BIAS": triton_attention.D_BIAS, "FUSED": fused, "GATE": gate,
+                  "P_EMAX": p_emax, "P_SHIFT": p_shift, "P_CLAMP": p_clamp,
+                  "P_BLOCKS": p_blocks}
+    signature.update({k: "constexpr" for k in constexprs})
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": num_stages})
+
+
+def sass_of(cubin: bytes, workdir: str, name: str) -> str:
+    import triton
+
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    path = os.path.join(workdir, f"{name}.cubin")
+    with open(path, "wb") as f:
+        f.write(cubin)
+    return subprocess.run([cuobjdump, "-sass", path], check=True, capture_output=True, text=True).stdout
+
+
+def resource_usage(workdir: str, name: str) -> str:
+    """Registers, stack and spills as cuobjdump reports them."""
+    import triton
+
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    out = subprocess.run([cuobjdump, "-res-usage", os.path.join(workdir, f"{name}.cubin")], check=True,
+                         capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+)", out)
+    return f"registers={m.group(1)} stack={m.group(2)}" if m else "registers=?"
+
+
+def opcodes(lines: list[str]) -> collections.Counter:
+    counts = collections.Counter()
+    for line in lines:
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)", line)
+        if m:
+            counts[m.group(1)] += 1
+            if m.group(1) == "MUFU":
+                counts["MUFU" + m.group(2)] += 1
+    return counts
+
+
+def main_loop(sass: str) -> list[str]:
+    """The shortest backward-branch body that holds a QGMMA: the key-tile loop (the out-of-line
+    barrier-wait trampolines also branch backwards, over most of the kernel)."""
+    lines = sass.splitlines()
+    addr = {}
+    for i, line in enumerate(lines):
+        m = re.search(r"/\*([0-9a-f]{4,})\*/", line)
+        if m:
+            addr[int(m.group(1), 16)] = i
+    best: list[str] = []
+    for i, line in enumerate(lines):
+        m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?BRA\s+(?:`\(\.L_x_\d+\)\s*)?(0x[0-9a-f]+)?", line)
+        if not m:
+            continue
+        target = re.search(r"0x([0-9a-f]+)", line.split("BRA", 1)[1])
+        if not target:
+            continue
+        start = addr.get(int(target.group(1), 16))
+        if start is not None and start < i:
+            body = lines[start:i + 1]
+            if any("QGMMA" in b for b in body) and (not best or len(body) < len(best)):
+                best = body
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="/tmp/fsbench-sass", help="folder for the .cubin and .sass files")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    ok = True
+    print(f"{'variant':<22} {'scope':<6} " + " ".join(f"{c:>6}" for c in COUNTED))
+    for name, flags in VARIANTS.items():
+        kernel = compile_variant(flags)
+        sass = sass_of(kernel.asm["cubin"], args.out, name)
+        with open(os.path.join(args.out, f"{name}.sass"), "w") as f:
+            f.write(sass)
+        loop = main_loop(sass)
+        for scope, counts in (("kernel", opcodes(sass.splitlines())), ("loop", opcodes(loop))):
+            print(f"{name:<22} {scope:<6} " + " ".join(f"{counts.get(c, 0):>6}" for c in COUNTED))
+        print(f"{'':<22} {resource_usage(args.out, name)} shared={kernel.metadata.shared} "
+              f"loop_instructions={len(loop)} kernel_instructions={sum(opcodes(sass.splitlines()).values())}")
+        if "QGMMA" not in sass:
+            print(f"{name}: no QGMMA (FP8 wgmma) in the SASS", file=sys.stderr)
+            ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

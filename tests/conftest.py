@@ -1,0 +1,27 @@
+"""Shared fixtures. Keep this small: each test module owns its own helpers."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared MLPerf data folder ($FSBENCH_DATA; tests needing it skip when it is absent)."""
+    path = Path(os.environ.get("FSBENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    if not (path / "vbench_prompts.txt").is_file():
+        pytest.skip(f"no vbench_prompts.txt under {path}; set FSBENCH_DATA")
+    return path
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread: on a shared 2-core machine this is several times faster for the tiny model."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
