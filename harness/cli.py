@@ -29,6 +29,7 @@ def _register() -> None:
     from harness import cli_eval  # noqa: F401
     from harness import cli_kernels  # noqa: F401
     from harness import cli_run  # noqa: F401
+    from harness import cli_submission  # noqa: F401
 
 
 _register()
