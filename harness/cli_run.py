@@ -77,14 +77,17 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
                    "earlier capture there; accuracy runs then regenerate every video).")
 @click.option("--capture-qkv", type=int, default=0, show_default=True,
               help="With --capture: also save q, k, v of the N calls with the highest rollback rates.")
+@click.option("--audit", type=click.Choice(["TEST04"]),
+              help="MLPerf compliance audit (performance mode): the same sample for every query; logs go to "
+                   "RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/.")
 @_generation
 @_loadgen
 def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, capture_qkv: int,
-        **kw: Any) -> None:
+        audit: str | None, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
     spec = _prepare(schedule, kw)
     opts = loadgen_driver.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
-                                         kw["target_latency_ms"], kw["target_qps"])
+                                         kw["target_latency_ms"], kw["target_qps"], audit)
     device = runner.check_device_for(spec.model)
     run_dir = out or Path("results/runs") / f"{spec.model_tag}-{runner.schedule_slug(spec.schedule)}-{kw['preset']}"
     system = kw["system"] or runner.default_system(spec.model_tag, device)

@@ -40,6 +40,7 @@ class LoadgenOptions:
     time_s: float | None = None          # min_duration
     target_latency_ms: float | None = None
     target_qps: float | None = None
+    audit: str | None = None             # "TEST04": LoadGen reads harness.test04.AUDIT_CONFIG
 
     def overrides(self) -> dict[str, Any]:
         return {k: v for k, v in (("count", self.count), ("time_s", self.time_s),
@@ -52,6 +53,10 @@ def build_test_settings(opts: LoadgenOptions, total: int) -> Any:
 
     if opts.scenario not in SCENARIOS or opts.mode not in MODES:
         raise FsbenchError(f"scenario must be one of {SCENARIOS} and mode one of {MODES}")
+    if opts.audit not in (None, "TEST04"):
+        raise FsbenchError(f"unknown compliance audit {opts.audit!r}; fsbench runs TEST04 only")
+    if opts.audit and opts.mode != "performance":
+        raise FsbenchError(f"--audit {opts.audit} runs in performance mode; drop --mode {opts.mode}")
     if not opts.user_conf.is_file():
         raise FsbenchError(f"LoadGen user.conf {opts.user_conf} not found")
     ts = lg.TestSettings()
@@ -120,17 +125,24 @@ def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, l
     log_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=log_dir.parent, prefix=f".tmp-{log_dir.name}-"))
     try:
-        summary = _run(lg, generate, total, settings, staging, on_sample)
+        audit_config = ""
+        if opts.audit:  # outside the staging folder, so audit.config never lands among the logs
+            from harness.test04 import AUDIT_CONFIG
+
+            audit_config = str(staging.with_suffix(".audit.config"))
+            Path(audit_config).write_text(AUDIT_CONFIG, encoding="utf-8")
+        summary = _run(lg, generate, total, settings, staging, on_sample, audit_config)
         log_dir.mkdir(exist_ok=True)
         for item in staging.iterdir():
             os.replace(item, log_dir / item.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        staging.with_suffix(".audit.config").unlink(missing_ok=True)
     return summary
 
 
 def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log_dir: Path,
-         on_sample: Callable[[], None] | None) -> dict[str, Any]:
+         on_sample: Callable[[], None] | None, audit_config: str) -> dict[str, Any]:
     log = lg.LogSettings()
     log.log_output.outdir = str(log_dir)
     log.log_output.copy_summary_to_stdout = False
@@ -145,7 +157,7 @@ def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log
 
     def start_test() -> None:
         try:
-            lg.StartTestWithLogSettings(sut, qsl, settings, log, "")
+            lg.StartTestWithLogSettings(sut, qsl, settings, log, audit_config)
         finally:
             done.set()
 

@@ -7,6 +7,7 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
     RUN/latent.pt                                       the fixed initial latent (float32)
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/performance/run_1/mlperf_log_{summary.txt,detail.txt,accuracy.json}
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/accuracy/mlperf_log_{summary.txt,detail.txt,accuracy.json}
+    RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/performance/run_1/mlperf_log_*   with --audit TEST04
     RUN/videos/<prompt>-0.mp4                           fps from the settings (16)
     RUN/capture/<Scenario>-<mode>/{calls.jsonl,summary.json,qkv/*.pt}   with --capture
 """
@@ -30,9 +31,12 @@ LATENT = "latent.pt"
 _SAME_RUN_KEYS = ("model", "settings", "schedule")
 
 
-def loadgen_dir(run: Path, system: str, scenario: str, mode: str) -> Path:
-    """Where LoadGen writes its logs for `scenario` (SingleStream|Offline) and `mode` (performance|accuracy)."""
+def loadgen_dir(run: Path, system: str, scenario: str, mode: str, audit: str | None = None) -> Path:
+    """Where LoadGen writes its logs for `scenario` (SingleStream|Offline) and `mode` (performance|accuracy);
+    a compliance audit (TEST04) run keeps them under <Scenario>/<audit>/performance/run_1."""
     base = run / system / BENCHMARK / scenario
+    if audit:
+        base = base / audit
     return base / "performance" / "run_1" if mode == "performance" else base / "accuracy"
 
 

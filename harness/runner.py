@@ -151,7 +151,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None)
     total = len(spec.prompts.texts)
     expected = total if opts.mode == "accuracy" else opts.count
-    log_dir = results.loadgen_dir(run, system, opts.scenario, opts.mode)
+    log_dir = results.loadgen_dir(run, system, opts.scenario, opts.mode, audit=opts.audit)
     try:
         with tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video") as bar:
             summary = loadgen_driver.run_test(generator, total, opts, log_dir, on_sample=bar.update)
@@ -165,7 +165,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     if capture is not None:
         capture_summary = capture.finish()
         summary["capture"] = {"dir": str(capture.out_dir.relative_to(run)), "calls": capture_summary["calls"]}
-    results.record_result(run, opts.scenario, opts.mode, summary)
+    results.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
     return summary
 
 

@@ -58,7 +58,7 @@ class Report:
 def test04_dir(run: Path, system: str, scenario: str) -> Path:
     """Where a TEST04 run keeps its LoadGen logs inside a run folder (the layout `fsbench run --audit TEST04`
     is asked to write)."""
-    return run / system / BENCHMARK / scenario / "TEST04" / "performance" / "run_1"
+    return loadgen_dir(run, system, scenario, "performance", audit="TEST04")
 
 
 def assemble(runs: list[Path], out: Path, division: str, submitter: str, system: str,
