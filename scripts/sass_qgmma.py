@@ -23,7 +23,7 @@ VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
     "fused-mxfp8": (True, True, 7, 0, False, False),
     "fused-mxfp8-nogate": (True, False, 7, 0, False, False),
     "fused-mx-p-e2m3-row": (True, True, 2, 6, True, False),
-    "fused-mx-p-e2m3-block": (True, True, 2, -5, False, True),
+    "fused-mx-p-e2m3-block": (True, True, 2, -5, True, True),
     "conventional-fp8": (False, True, 7, 0, False, False),
 }
 
@@ -84,8 +84,8 @@ def opcodes(lines: list[str]) -> collections.Counter:
 
 
 def main_loop(sass: str) -> list[str]:
-    """The shortest backward-branch body that holds a QGMMA: the key-tile loop (the out-of-line
-    barrier-wait trampolines also branch backwards, over most of the kernel)."""
+    """The backward-branch body with the most QGMMAs (shortest on ties) that holds no EXIT: the key-tile
+    loop (the out-of-line barrier-wait trampolines past the EXIT also branch backwards)."""
     lines = sass.splitlines()
     addr = {}
     for i, line in enumerate(lines):
@@ -103,7 +103,10 @@ def main_loop(sass: str) -> list[str]:
         start = addr.get(int(target.group(1), 16))
         if start is not None and start < i:
             body = lines[start:i + 1]
-            if any("QGMMA" in b for b in body) and (not best or len(body) < len(best)):
+            if any("EXIT" in b for b in body):
+                continue
+            key = (sum("QGMMA" in b for b in body), -len(body))
+            if key > (sum("QGMMA" in b for b in best), -len(best)):
                 best = body
     return best
 

@@ -14,8 +14,8 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "mxfp6", "mxfp4"])
-@pytest.mark.parametrize("schraudolph, proxy", [(False, "u16"), (True, "u16"), (True, "u32"), (True, "u8")])
+@pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "mxfp6"])
+@pytest.mark.parametrize("schraudolph, proxy", [(False, "u16"), (True, "u16"), (True, "u8")])
 def test_fused_tile_probabilities_equal_eager(fmt, schraudolph, proxy):
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(4, 512, 2, 128, generator=g, device="cuda") * 4
@@ -29,7 +29,7 @@ def test_fused_tile_probabilities_equal_eager(fmt, schraudolph, proxy):
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "mxfp6", "mxfp4"])
-@pytest.mark.parametrize("options", [CONVENTIONAL, {}, {"proxy": "u32"}, {"proxy": "u8"}], ids=str)
+@pytest.mark.parametrize("options", [CONVENTIONAL, {"proxy": "u32"}], ids=str)
 def test_cuda_emulator_agrees_with_cpu(fmt, options):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, 1000, 128, generator=g).to(torch.bfloat16) for _ in range(3))

@@ -1,0 +1,137 @@
+"""`fsbench kernels bench`: attention throughput and accuracy on the H200.
+
+TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a
+warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
+The Triton rows time the whole call: prepass (Hadamard + quantization), attention kernel and the
+statistics. Accuracy is measured once per row against BF16 SDPA (cuDNN) on the first input set:
+relative error ||out - ref|| / ||ref|| in percent and the cosine similarity.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+SHAPES = ((1, 40, 75600, 128), (1, 24, 32768, 128))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmarked implementation."""
+
+    name: str
+    fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _sdpa(backend) -> Callable:
+    def run(q, k, v):
+        from torch.nn.attention import sdpa_kernel
+
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    return run
+
+
+def _triton(fmt: str, **options: Any) -> Callable:
+    def run(q, k, v):
+        from kernels.triton_attention import triton_attention
+
+        return triton_attention(q, k, v, fmt, **options)[0]
+    return run
+
+
+def rows() -> list[Row]:
+    from torch.nn.attention import SDPBackend
+
+    return [Row("sdpa-cudnn-bf16", _sdpa(SDPBackend.CUDNN_ATTENTION)),
+            Row("sdpa-flash-bf16", _sdpa(SDPBackend.FLASH_ATTENTION)),
+            Row("triton-conventional-fp8", _triton("mxfp8", softmax="conventional")),
+            Row("triton-fused-mxfp8", _triton("mxfp8")),
+            Row("triton-fused-mxfp8-nogate", _triton("mxfp8", gate_doublings=None)),
+            Row("triton-fused-mxfp6", _triton("mxfp6")),
+            Row("triton-fused-mxfp4", _triton("mxfp4")),
+            Row("triton-fused-mxfp6-rowscale", _triton("mxfp6", mx_p_scale="row")),
+            Row("triton-fused-mxfp4-rowscale", _triton("mxfp4", mx_p_scale="row"))]
+
+
+def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, repeats: int) -> list[float]:
+    """Per-call milliseconds (CUDA events), cycling through the input sets."""
+    for i in range(warmup):
+        fn(*inputs[i % len(inputs)])
+    torch.cuda.synchronize()
+    times = []
+    for i in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        args = inputs[i % len(inputs)]
+        start.record()
+        fn(*args)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def accuracy(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
+    o, r = out.float().flatten(), ref.float().flatten()
+    return {"rel_err_pct": 100 * ((o - r).norm() / r.norm()).item(),
+            "cosine": torch.nn.functional.cosine_similarity(o, r, dim=0).item()}
+
+
+def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: int = 2, repeats: int = 7,
+                input_sets: int = 3, emulate: bool = False) -> list[dict[str, Any]]:
+    """Benchmark every row at one BHSD shape; `emulate` adds the emulator's error for the fused rows."""
+    b, h, s, d = shape
+    flops = 4 * b * h * s * s * d
+    g = torch.Generator(device="cuda").manual_seed(0)
+    inputs = [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+              for _ in range(input_sets)]
+    from torch.nn.attention import SDPBackend
+
+    ref = _sdpa(SDPBackend.CUDNN_ATTENTION)(*inputs[0])
+    results = []
+    for row in selected:
+        ms = time_ms(row.fn, inputs, warmup, repeats)
+        med = statistics.median(ms)
+        result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
+                  "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
+        fmt = row.name.removeprefix("triton-fused-")
+        if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
+            from kernels.emulator import emulate as run_emulator
+
+            emu = run_emulator(*inputs[0], fmt)[0]
+            result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
+            del emu
+        results.append(result)
+        print(format_table([{**result, "x_cudnn": None, "x_conventional": None}]).splitlines()[-1], flush=True)
+        torch.cuda.empty_cache()
+    base = next((r["tflops"] for r in results if r["row"] == "sdpa-cudnn-bf16"), None)
+    conv = next((r["tflops"] for r in results if r["row"] == "triton-conventional-fp8"), None)
+    for r in results:
+        r["x_cudnn"] = r["tflops"] / base if base else None
+        r["x_conventional"] = r["tflops"] / conv if conv else None
+    return results
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    head = (f"{'shape':<20} {'row':<24} {'ms':>8} {'TFLOP/s':>8} {'x cuDNN':>8} {'x conv':>7} {'err %':>7} "
+            f"{'cosine':>8} {'emu err %':>9}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        emu = r.get("emulator_rel_err_pct")
+        lines.append(f"{str(tuple(r['shape'])):<20} {r['row']:<24} {r['median_ms']:>8.2f} {r['tflops']:>8.1f} "
+                     f"{(r['x_cudnn'] or 0):>8.2f} {(r['x_conventional'] or 0):>7.2f} {r['rel_err_pct']:>7.3f} "
+                     f"{r['cosine']:>8.5f} {'' if emu is None else f'{emu:.3f}':>9}")
+    return "\n".join(lines)
+
+
+def format_markdown(results: list[dict[str, Any]]) -> str:
+    lines = ["| shape | row | median ms | TFLOP/s | x cuDNN | x conventional | rel err % | cosine | emulator rel err % |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        emu = r.get("emulator_rel_err_pct")
+        lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
+                     f"{(r['x_cudnn'] or 0):.2f} | {(r['x_conventional'] or 0):.2f} | {r['rel_err_pct']:.3f} | "
+                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |")
+    return "\n".join(lines)

@@ -1,0 +1,125 @@
+"""Prepass: rotate Q and K by the normalized Walsh-Hadamard matrix and quantize Q, K and V into the FP8
+E4M3 operands the Hopper wgmma consumes, one pass over each tensor.
+
+Hopper's tensor cores take only E4M3 (no MX block scales), so every format is re-encoded:
+the element is first rounded exactly as the emulator rounds it (MX block of 32, E8M0 scale
+floor(log2 amax) - emax, RNE, saturation), then the dequantized value is stored as E4M3 under one
+power-of-two scale per group (a Q row; a 128-key tile of K or V). For E2M3 and E2M1 the re-encoding is
+value-exact while the block scales of a group span at most 11 (E2M3) or 14 (E2M1) doublings, which
+leaves their smallest subnormal above E4M3's 2^-9; MXFP8 elements are E4M3 already, so a block whose
+scale sits delta doublings below its group's loses the low bits of elements under 2^(delta-6) of its
+scale (at most 2^-14 of the block maximum per doubling of spread). V of mxfp8 is per-tensor FP8, exact.
+
+Q and K arrive in 16 bits (the wrapper rounds float32 inputs to bfloat16): the rotation is a 16-bit
+MMA against the unnormalized +-1 Hadamard matrix with float32 accumulation, and the normalization
+1/sqrt(d) rides on Q's premultiplier (sm_scale * log2 e) -- the same values as the emulator's float32
+rotation up to float32 rounding.
+
+Outputs: Q and K as [B*H, S_pad, D] E4M3 with per-row (Q) or per-key-tile (K) float32 scales; V
+transposed to [B*H, D, S_pad] (K-major, as the FP8 PV wgmma needs) with a per-key-tile scale.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# element codes shared with the host wrapper
+E4M3, E2M3, E2M1 = 0, 1, 2
+ELEMENT = {"mxfp8": E4M3, "mxfp6": E2M3, "mxfp4": E2M1}
+# (emax of the MX scale rule, mantissa bits, max normal, shift that puts the format's max under 448)
+ELEMENT_PARAMS = {E4M3: (8, 3, 448.0, 0), E2M3: (2, 3, 7.5, 5), E2M1: (2, 1, 6.0, 6)}
+
+
+@triton.jit
+def _pow2(e):
+    """2^e for integer tensors e, built from the exponent bits (exact, no MUFU); e < -126 gives 0."""
+    return ((tl.minimum(tl.maximum(e, -127), 127) + 127) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _floor_log2(x):
+    """floor(log2|x|) of normal float32 values from the exponent bits (zero gives -127)."""
+    return ((x.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+
+
+@triton.jit
+def _round_elements(y, ELEM: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr):
+    """Round y (already divided by its block scale) to the element format, RNE, saturating."""
+    if ELEM == 0:
+        return y.to(tl.float8e4nv).to(tl.float32)
+    y = tl.minimum(tl.maximum(y, -MAXN), MAXN)
+    e = tl.maximum(_floor_log2(y), 0)  # E2M3/E2M1 smallest normal exponent is 0
+    magic = 12582912.0  # 1.5 * 2^23: (x + magic) - magic rounds x to an integer, ties to even
+    return ((y * _pow2(MBITS - e) + magic) - magic) * _pow2(e - MBITS)
+
+
+@triton.jit
+def _mx_blocks(x, ROWS: tl.constexpr, D: tl.constexpr, ELEM: tl.constexpr, EMAX: tl.constexpr,
+               MBITS: tl.constexpr, MAXN: tl.constexpr):
+    """MX-quantize x [ROWS, D] in blocks of 32 along D; returns (dequantized values / 2^scale, scale exp)."""
+    x3 = tl.reshape(x, [ROWS, D // 32, 32])
+    amax = tl.max(tl.abs(x3), axis=2)
+    e = tl.minimum(tl.maximum(_floor_log2(amax) - EMAX, -126), 126)
+    v = _round_elements(x3 * _pow2(-e)[:, :, None], ELEM, MBITS, MAXN)
+    return v, e
+
+
+@triton.jit
+def quantize_qk_kernel(x_ptr, out_ptr, scale_ptr, had_ptr,
+                       stride_b, stride_h, stride_s, stride_d, H, S, S_PAD, N_TILES, premul,
+                       D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr, PER_ROW: tl.constexpr,
+                       ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr,
+                       SHIFT: tl.constexpr):
+    """One tile of ROWS rows of Q (PER_ROW scales) or K (one scale per tile): premultiply, rotate,
+    MX-quantize, re-encode as E4M3 under the group scale."""
+    tile, bh = tl.program_id(0), tl.program_id(1)
+    b, h = bh // H, bh % H
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, D)
+    ptrs = x_ptr + b * stride_b + h * stride_h + rows[:, None] * stride_s + cols[None, :] * stride_d
+    x = tl.load(ptrs, mask=(rows < S)[:, None], other=0.0)
+    if ROTATE:
+        had = tl.load(had_ptr + cols[:, None] * D + cols[None, :])  # +-1 entries: exact in 16 bits
+        x = tl.dot(x, had.to(x.dtype)) * premul  # exact products, float32 accumulation
+    else:
+        x = x.to(tl.float32) * premul
+    v, e = _mx_blocks(x, ROWS, D, ELEM, EMAX, MBITS, MAXN)
+    if PER_ROW:
+        group = tl.max(e, axis=1)
+        stored = v * _pow2(e - group[:, None] + SHIFT)[:, :, None]
+        tl.store(scale_ptr + bh * S_PAD + rows, _pow2(group - SHIFT))
+    else:
+        group = tl.max(tl.max(e, axis=1), axis=0)
+        stored = v * _pow2(e - group + SHIFT)[:, :, None]
+        tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT))
+    q8 = tl.reshape(stored, [ROWS, D]).to(tl.float8e4nv)
+    tl.store(out_ptr + (bh * S_PAD + rows[:, None]) * D + cols[None, :], q8)
+
+
+@triton.jit
+def quantize_v_kernel(x_ptr, out_ptr, scale_ptr, tensor_scale_ptr,
+                      stride_b, stride_h, stride_s, stride_d, H, S, S_PAD, N_TILES,
+                      D: tl.constexpr, ROWS: tl.constexpr, PER_TENSOR: tl.constexpr,
+                      ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr,
+                      SHIFT: tl.constexpr):
+    """One 128-key tile of V: per-tensor FP8 (mxfp8) or MX blocks of 32 keys per column, stored
+    transposed [D, keys] with one scale per tile."""
+    tile, bh = tl.program_id(0), tl.program_id(1)
+    b, h = bh // H, bh % H
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, D)
+    ptrs = x_ptr + b * stride_b + h * stride_h + rows[:, None] * stride_s + cols[None, :] * stride_d
+    x = tl.load(ptrs, mask=(rows < S)[:, None], other=0.0).to(tl.float32)
+    if PER_TENSOR:
+        scale = tl.load(tensor_scale_ptr)
+        q8 = tl.math.div_rn(x, tl.zeros_like(x) + scale).to(tl.float8e4nv)
+        tl.store(scale_ptr + bh * N_TILES + tile, scale)
+    else:
+        xt = tl.trans(x)  # [D, ROWS]: blocks of 32 along the keys
+        v, e = _mx_blocks(xt, D, ROWS, ELEM, EMAX, MBITS, MAXN)
+        group = tl.max(tl.max(e, axis=1), axis=0)
+        stored = v * _pow2(e - group + SHIFT)[:, :, None]
+        q8 = tl.trans(tl.reshape(stored, [D, ROWS])).to(tl.float8e4nv)
+        tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT))
+    out = out_ptr + (bh * D + cols[None, :]) * S_PAD + rows[:, None]
+    tl.store(out, q8)

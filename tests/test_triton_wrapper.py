@@ -1,0 +1,166 @@
+"""Host side of the Hopper kernels, on the CPU: option resolution, shape and device checks, dispatch."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import kernels
+from kernels import tiling
+from kernels.triton_attention import D_BIAS, check_tensors, parse_options
+
+
+def test_defaults_select_the_fused_pipeline_with_the_gate_at_32_doublings():
+    opts = parse_options("mxfp8", {})
+    assert opts.fused and opts.gate_doublings == 32 and opts.hadamard
+    assert opts.gate_pattern == math.floor(128 * 32 + D_BIAS) == 20344
+
+
+@pytest.mark.parametrize("options", [{"softmax": "conventional"},
+                                     {"rowsum_gemm": False, "frozen_max": False, "schraudolph": False}])
+def test_conventional_baseline_is_reachable_by_name_or_by_the_ablation_switches(options):
+    assert not parse_options("mxfp8", options).fused
+
+
+@pytest.mark.parametrize("options", [{"frozen_max": False}, {"schraudolph": False, "rowsum_gemm": False},
+                                     {"softmax": "conventional", "frozen_max": True}, {"proxy": "u32"},
+                                     {"gate_doublings": 0}, {"softmax": "online"}, {"tile_n": 64}])
+def test_unimplemented_option_mixes_raise(options):
+    with pytest.raises(ValueError):
+        parse_options("mxfp8", options)
+
+
+def test_gate_can_be_disabled_and_trips_are_then_counted_at_the_design_cap():
+    opts = parse_options("mxfp6", {"gate_doublings": None})
+    assert opts.gate_doublings is None and opts.gate_pattern == 20344
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp3"])
+def test_formats_outside_the_kernel_raise(fmt):
+    with pytest.raises(ValueError):
+        parse_options(fmt, {})
+
+
+def test_conventional_baseline_is_mxfp8_only():
+    with pytest.raises(ValueError, match="conventional"):
+        parse_options("mxfp4", {"softmax": "conventional"})
+
+
+def test_p_scale_rules_follow_the_emulator():
+    assert parse_options("mxfp8", {}).p_format == (7, 0, False, False)
+    assert parse_options("mxfp6", {}).p_format == (2, -5, True, True)  # E8M0 per 32 keys
+    assert parse_options("mxfp4", {"mx_p_scale": "row"}).p_format == (2, 6, True, False)
+    with pytest.raises(ValueError, match="mx_p_scale"):
+        parse_options("mxfp6", {"mx_p_scale": "tile"})
+
+
+def _bhsd(s=256, d=128, device="cpu"):
+    return [torch.randn(1, 2, s, d, device=device) for _ in range(3)]
+
+
+def test_cpu_tensors_are_refused_with_a_pointer_to_the_emulator():
+    with pytest.raises(ValueError, match="emulate"):
+        check_tensors(*_bhsd())
+
+
+@pytest.mark.parametrize("shapes", [((1, 2, 64, 128), (1, 2, 64, 128), (1, 2, 32, 128)),
+                                    ((1, 2, 64, 128), (1, 3, 64, 128), (1, 3, 64, 128)),
+                                    ((1, 2, 64, 96), (1, 2, 64, 96), (1, 2, 64, 96))])
+def test_shape_mismatches_and_unsupported_head_dims_raise(shapes):
+    with pytest.raises(ValueError):
+        check_tensors(*(torch.zeros(s) for s in shapes))
+
+
+def test_attention_dispatches_impl_triton_to_the_wrapper():
+    q, k, v = (torch.randn(1, 64, 2, 128) for _ in range(3))
+    with pytest.raises(ValueError, match="CUDA sm_90"):
+        kernels.attention(q, k, v, "mxfp8", impl="triton")
+
+
+def test_tiling_keeps_128_by_128_tiles_and_prunes_by_shared_memory():
+    configs = tiling.choose(128)
+    assert configs and all(t.block_m == 128 and t.block_n == 128 for t in configs)
+    assert all(tiling.keep(t, 128) for t in configs)
+    assert not tiling.keep(tiling.Tiling(128, 128, 8, 8), 128)
+    with pytest.raises(ValueError):
+        tiling.choose(96)
+
+
+def test_importing_the_wrapper_imports_no_triton():
+    code = "import sys, kernels.triton_attention, kernels.tiling; assert 'triton' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+_INTERPRETER_SCRIPT = '''
+import json, sys
+import numpy as np, torch
+import triton, triton.language as tl
+from triton.runtime import interpreter
+
+_convert = interpreter._convert_float
+
+
+def _convert_rne(data, src, dst, rounding):
+    """The interpreter's own FP8 cast is not RNE and does not saturate: use torch's for e4m3."""
+    if dst == tl.float8e4nv and src in (tl.float32, tl.float16):
+        x = torch.from_numpy(np.frombuffer(data.tobytes(), dtype=np.float32 if src == tl.float32 else np.float16)
+                             .astype(np.float32))
+        return x.clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8).numpy().reshape(data.shape)
+    if src == tl.float8e4nv and dst in (tl.float32, tl.float16):
+        x = torch.from_numpy(np.frombuffer(data.tobytes(), dtype=np.uint8).copy()).view(torch.float8_e4m3fn)
+        x = x.float() if dst == tl.float32 else x.half()
+        return x.numpy().view(np.uint32 if dst == tl.float32 else np.uint16).reshape(data.shape)
+    return _convert(data, src, dst, rounding)
+
+
+interpreter._convert_float = _convert_rne
+import kernels.triton_fused as tf
+
+
+@triton.jit
+def _fma_sat(x, y, z):
+    return tl.minimum(tl.maximum(tl.fma(x, y, z), 0.0), 1.0)
+
+
+tf._fma_sat = _fma_sat  # inline PTX does not run in the interpreter
+tf.attention_kernel = tf.attention_kernel.fn  # the autotuner needs a GPU to time configs
+from kernels import check, triton_attention as ta
+from kernels.emulator import emulate
+
+out = {}
+conventional = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
+for name, fmt, opts, spikes in (("mxfp8", "mxfp8", {}, ()), ("conventional", "mxfp8", {"softmax": "conventional"}, ()),
+                                ("mxfp6", "mxfp6", {}, ()), ("mxfp4", "mxfp4", {}, ()),
+                                ("late-sink", "mxfp6", {}, ((290, 40.0),))):
+    case = check.Case(name, (1, 1, 300, 128), {}, spikes)
+    q, k, v = (t.half() for t in check.make_inputs(case, 0, "cpu"))  # the interpreter's bf16 dot is unreliable
+    o = ta.parse_options(fmt, opts)
+    got, flags, _ = ta.forward(q, k, v, o)
+    ref, stats = emulate(q, k, v, fmt, **(conventional if not o.fused else {}))
+    out[name] = {"rel": ((got.float() - ref.float()).norm() / ref.float().norm()).item(),
+                 "flags": int(flags.sum()) if o.fused else 0, "rollbacks": stats.rollbacks}
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path):
+    """The kernel bodies on the CPU (TRITON_INTERPRET=1), FP8 casts made RNE, against the emulator."""
+    pytest.importorskip("triton")
+    import json
+    import os
+    from pathlib import Path
+
+    script = tmp_path / "interp.py"
+    script.write_text(_INTERPRETER_SCRIPT)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    if run.returncode:
+        pytest.skip(f"the Triton interpreter could not run the kernels here: {run.stderr[-400:]}")
+    res = json.loads(run.stdout.strip().splitlines()[-1])
+    assert res["mxfp8"]["rel"] < 5e-3 and res["conventional"]["rel"] < 1e-3
+    assert res["mxfp6"]["rel"] < 5e-3 and res["mxfp4"]["rel"] < 5e-3
+    assert res["late-sink"]["flags"] == res["late-sink"]["rollbacks"] > 0 and res["late-sink"]["rel"] < 1e-3
