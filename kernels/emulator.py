@@ -56,7 +56,11 @@ class EmulatorOptions:
 
 
 def _bf16(x: torch.Tensor) -> torch.Tensor:
-    return x.to(torch.bfloat16).float()
+    """Round float32 to bfloat16 (nearest, ties to even) with integer ops on the bits: the same result as
+    a cast, but one that torch.compile cannot drop as a no-op round trip, as it does with casts."""
+    bits = x.float().view(torch.int32)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -0x10000
+    return bits.view(torch.float32)
 
 
 @dataclass(frozen=True)
@@ -131,9 +135,8 @@ def _tile_probabilities(x: torch.Tensor, mt: torch.Tensor, fmt: str, schraudolph
 
 @functools.lru_cache(maxsize=None)
 def fused_tile_probabilities():
-    """`_tile_probabilities` fused by torch.compile; emulate_precision_casts keeps the bf16 round trips
-    that Inductor would otherwise drop as no-ops."""
-    return torch.compile(_tile_probabilities, dynamic=False, options={"emulate_precision_casts": True})
+    """`_tile_probabilities` fused by torch.compile."""
+    return torch.compile(_tile_probabilities, dynamic=False)
 
 
 def _tile_probabilities_for(device: torch.device, opts: EmulatorOptions):
