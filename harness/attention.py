@@ -157,8 +157,15 @@ class _RoutedSelfAttention:
         v = attn.to_v(hidden_states).unflatten(2, (attn.heads, -1))
         if rotary_emb is not None:
             q, k = _rope(q, *rotary_emb), _rope(k, *rotary_emb)
-        out = self.router.attend(self.layer, q, k, v).flatten(2, 3).type_as(q)
+        out = self._attend(q, k, v).flatten(2, 3).type_as(q)
         return attn.to_out[1](attn.to_out[0](out))
+
+    # Outside torch.compile graphs (--compile): the layer and the step are Python state, so inside a graph
+    # dynamo would recompile once per layer and per step; the Triton kernels are opaque to it anyway.
+    # Contiguous (the copy `flatten` would make anyway): every kernel then hands the graph the same strides.
+    @torch.compiler.disable
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.router.attend(self.layer, q, k, v).contiguous()
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

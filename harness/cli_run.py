@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+import torch
 
-from harness import loadgen_driver, runner
+from harness import distributed, loadgen_driver, runner, speed
 from harness.cli import main
 from harness.errors import FsbenchError
 from harness.presets import preset_names
@@ -43,6 +44,12 @@ _generation = _options_decorator([
     click.option("--impl", type=click.Choice(["auto", "emulate", "triton"]), default="auto", show_default=True,
                  help="Kernel for the MX formats (bf16 always uses SDPA)."),
     click.option("--system", help="System name in the log layout [default: <device>-<model>]."),
+    click.option("--compile", "compile_blocks", is_flag=True,
+                 help="torch.compile the repeated transformer blocks (the self-attention core stays outside)."),
+    click.option("--gemm", type=click.Choice(speed.GEMMS), default="bf16", show_default=True,
+                 help="Linear layers of the transformer blocks: BF16, or FP8 e4m3 with row scales (_scaled_mm)."),
+    click.option("--vae", "vae_dtype", type=click.Choice(list(speed.VAE_DTYPES)), default="fp32", show_default=True,
+                 help="VAE decode precision."),
 ])
 
 # LoadGen settings of `run`; a sweep is AccuracyOnly (every prompt once) and needs none of them.
@@ -57,6 +64,10 @@ _loadgen = _options_decorator([
                  help="LoadGen override: expected SingleStream latency in ms."),
     click.option("--target-qps", type=float, help="LoadGen override: expected Offline samples per second."),
 ])
+
+
+def _speed(kw: dict[str, Any]) -> speed.SpeedOptions:
+    return speed.SpeedOptions(compile=kw["compile_blocks"], gemm=kw["gemm"], vae=kw["vae_dtype"])
 
 
 def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
@@ -80,22 +91,45 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
 @click.option("--audit", type=click.Choice(["TEST04"]),
               help="MLPerf compliance audit (performance mode): the same sample for every query; logs go to "
                    "RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/.")
+@click.option("--profile", is_flag=True,
+              help="Time every phase of every video (CUDA events): RUN/profile.json and RUN/profile.md.")
+@click.option("--gpus", type=int,
+              help="Processes, one per GPU (per CPU share with --device cpu); Offline runs a pipeline replica on "
+                   "each, SingleStream splits every query over all of them [default: 1, or torchrun's WORLD_SIZE].")
+@click.option("--cfg-parallel", type=int,
+              help="SingleStream: ranks sharing the cond/uncond passes, 1 or 2 [default: 2 for an even --gpus].")
+@click.option("--ulysses", type=int,
+              help="SingleStream: Ulysses sequence-parallel degree [default: --gpus / --cfg-parallel].")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+              help="Where the pipeline runs: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
 @_generation
 @_loadgen
-def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, capture_qkv: int,
+def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, capture_qkv: int, profile: bool,
         audit: str | None, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
     spec = _prepare(schedule, kw)
     opts = loadgen_driver.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
                                          kw["target_latency_ms"], kw["target_qps"], audit)
-    device = runner.check_device_for(spec.model)
-    run_dir = out or Path("results/runs") / f"{spec.model_tag}-{runner.schedule_slug(spec.schedule)}-{kw['preset']}"
+    layout = distributed.plan(scenario, spec, kw["gpus"], kw["cfg_parallel"], kw["ulysses"], kw["device"], capture)
+    device = torch.device(layout.device)
+    options = _speed(kw)
+    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{runner.schedule_slug(spec.schedule)}-{kw['preset']}"
+                                             f"{options.slug}")
     system = kw["system"] or runner.default_system(spec.model_tag, device)
     loadgen_driver.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
+    if layout.processes > 1:
+        summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
+                                                     profile))
+        if summary is not None:  # rank 0
+            click.echo(runner.describe(summary))
+            click.echo(f"results: {run_dir}")
+        return
     runner.open_run_dir(run_dir, spec, system, device)
     pipe = runner.load_pipeline(spec, device)
-    summary = runner.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
-                                  capture_qkv=capture_qkv if capture else None)
+    record = speed.apply(pipe, options)
+    with speed.cudnn_first():
+        summary = runner.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
+                                      capture_qkv=capture_qkv if capture else None, profile=profile, speed=record)
     click.echo(runner.describe(summary))
     click.echo(f"results: {run_dir}")
 
@@ -118,13 +152,16 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
         raise FsbenchError(f"--schedules names a schedule twice ({', '.join(slugs)}); each gets OUT/<name>/")
     opts = loadgen_driver.LoadgenOptions("Offline", "accuracy")
     device = runner.check_device_for(specs[0].model)
-    out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}"
+    options = _speed(kw)
+    out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or runner.default_system(specs[0].model_tag, device)
     for spec, slug in zip(specs, slugs):
         runner.open_run_dir(out / slug, spec, system, device)
     pipe = runner.load_pipeline(specs[0], device)
+    record = speed.apply(pipe, options)
     for spec, slug in zip(specs, slugs):
-        summary = runner.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"])
+        with speed.cudnn_first():
+            summary = runner.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
         click.echo(f"[{spec.schedule.name}] {runner.describe(summary)}")
     click.echo(f"results: {out}/{{{','.join(slugs)}}}")
 

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,30 +83,41 @@ def build_test_settings(opts: LoadgenOptions, total: int) -> Any:
 
 
 class _SUT:
-    """Answers each sample as soon as it is generated. After an error or Ctrl-C (`stop`), the remaining
-    samples get empty responses at once so LoadGen can finish; the error is re-raised after the test."""
+    """Answers each sample as soon as it is generated, with up to `concurrency` samples in flight (replicas
+    generating in parallel). After an error or Ctrl-C (`stop`), the remaining samples get empty responses at
+    once so LoadGen can finish; the error is re-raised after the test."""
 
-    def __init__(self, generate: Callable[[int], str], on_sample: Callable[[], None] | None):
-        self.generate, self.on_sample = generate, on_sample
+    def __init__(self, generate: Callable[[int], str], on_sample: Callable[[], None] | None, concurrency: int = 1):
+        self.generate, self.on_sample, self.concurrency = generate, on_sample, concurrency
         self.stop = threading.Event()
         self.error: BaseException | None = None
+        self._lock = threading.Lock()
 
     def issue_queries(self, samples: list) -> None:
+        if self.concurrency == 1:
+            for sample in samples:
+                self._answer(sample)
+            return
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="sut") as pool:
+            list(pool.map(self._answer, samples))
+
+    def _answer(self, sample: Any) -> None:
         import mlperf_loadgen as lg
 
-        for sample in samples:
-            payload = b""
-            if not self.stop.is_set():
-                try:
-                    payload = self.generate(sample.index).encode()
-                except BaseException as exc:  # noqa: BLE001 - must not propagate into LoadGen's C++ thread
-                    self.error = exc
-                    self.stop.set()
-            buf = array.array("B", payload)
-            ptr, size = buf.buffer_info()
-            lg.QuerySamplesComplete([lg.QuerySampleResponse(sample.id, ptr, size)])
-            del buf  # only now: LoadGen copied the bytes inside QuerySamplesComplete
-            if payload and self.on_sample:
+        payload = b""
+        if not self.stop.is_set():
+            try:
+                payload = self.generate(sample.index).encode()
+            except BaseException as exc:  # noqa: BLE001 - must not propagate into LoadGen's C++ thread
+                with self._lock:
+                    self.error = self.error or exc
+                self.stop.set()
+        buf = array.array("B", payload)
+        ptr, size = buf.buffer_info()
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(sample.id, ptr, size)])
+        del buf  # only now: LoadGen copied the bytes inside QuerySamplesComplete
+        if payload and self.on_sample:
+            with self._lock:
                 self.on_sample()
 
     def flush_queries(self) -> None:
@@ -113,8 +125,9 @@ class _SUT:
 
 
 def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, log_dir: Path,
-             on_sample: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Run one LoadGen test over QSL indices 0..total-1; returns the parsed summary.
+             on_sample: Callable[[], None] | None = None, concurrency: int = 1) -> dict[str, Any]:
+    """Run one LoadGen test over QSL indices 0..total-1; returns the parsed summary. `generate` must be
+    thread-safe when `concurrency` > 1 (it is then called from that many threads).
 
     LoadGen logs into a temporary folder next to `log_dir`; only a completed test moves its logs into
     `log_dir`, so an error or Ctrl-C never replaces the logs of an earlier finished test.
@@ -131,7 +144,7 @@ def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, l
 
             audit_config = str(staging.with_suffix(".audit.config"))
             Path(audit_config).write_text(AUDIT_CONFIG, encoding="utf-8")
-        summary = _run(lg, generate, total, settings, staging, on_sample, audit_config)
+        summary = _run(lg, generate, total, settings, staging, on_sample, audit_config, concurrency)
         log_dir.mkdir(exist_ok=True)
         for item in staging.iterdir():
             os.replace(item, log_dir / item.name)
@@ -142,12 +155,12 @@ def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, l
 
 
 def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log_dir: Path,
-         on_sample: Callable[[], None] | None, audit_config: str) -> dict[str, Any]:
+         on_sample: Callable[[], None] | None, audit_config: str, concurrency: int) -> dict[str, Any]:
     log = lg.LogSettings()
     log.log_output.outdir = str(log_dir)
     log.log_output.copy_summary_to_stdout = False
     log.enable_trace = False
-    sut_impl = _SUT(generate, on_sample)
+    sut_impl = _SUT(generate, on_sample, concurrency)
     sut = lg.ConstructSUT(sut_impl.issue_queries, sut_impl.flush_queries)
     qsl = lg.ConstructQSL(total, total, lambda _: None, lambda _: None)
     start = time.perf_counter()

@@ -83,7 +83,9 @@ def load_manifest(run_dir: Path | str) -> dict[str, Any]:
       p90,p99,max}_ns, early_stopping_latency_ns (SingleStream), samples_per_second, query_count, samples,
       wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
       capture {dir, calls} with --capture. An accuracy summary has samples, videos_generated,
-      videos_reused, accuracy_log and log_dir (relative to RUN), wall_s
+      videos_reused, accuracy_log and log_dir (relative to RUN), wall_s. Either summary of a run on several
+      processes (`fsbench run --gpus N`) has parallel {processes, device, cfg, ulysses, replicas, backend,
+      device_name, launcher, samples_per_replica (Offline)}
     """
     path = Path(run_dir) / MANIFEST
     if not path.is_file():

@@ -3,20 +3,25 @@ pipeline + attention routing -> LoadGen -> results. `fsbench run` and `fsbench s
 `load_pipeline` and `run_scenario`; the device script reuses `VideoGenerator`."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
 
 from harness import dataset, loadgen_driver, pipeline, results
 from harness.attention import Capture, SelfAttentionRouter
+from harness.profile import NullProfiler, Profiler
 from harness.presets import Settings, build_settings
 from harness.schedule import ResolvedSchedule, Schedule
 from harness.schedule import load as load_schedule
+
+if TYPE_CHECKING:
+    from harness.distributed import Team
 
 
 @dataclass(frozen=True)
@@ -102,8 +107,10 @@ class VideoGenerator:
     already exists is returned as is: a resumed accuracy pass never regenerates finished work.
     """
 
-    def __init__(self, pipe: Any, spec: RunSpec, run: Path, router: SelfAttentionRouter | None, reuse: bool):
+    def __init__(self, pipe: Any, spec: RunSpec, run: Path, router: SelfAttentionRouter | None, reuse: bool,
+                 profiler: Profiler | None = None):
         self.pipe, self.spec, self.run, self.router, self.reuse = pipe, spec, run, router, reuse
+        self.profiler = profiler or NullProfiler()
         self.latent = spec.latent.to(pipe.device)
         self.generated = self.reused = 0
 
@@ -125,10 +132,13 @@ class VideoGenerator:
         if self.reuse and path.is_file():
             self.reused += 1
             return str(relative)
-        frames = self.frames(index)
         from diffusers.utils import export_to_video
 
-        results.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp), fps=self.spec.settings.fps))
+        with self.profiler.video(index):
+            frames = self.frames(index)
+            with self.profiler.region("video_encode"):
+                results.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
+                                                                       fps=self.spec.settings.fps))
         if self.router is not None and self.router.capture is not None:
             self.router.capture.flush()
         self.generated += 1
@@ -136,26 +146,39 @@ class VideoGenerator:
 
 
 def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen_driver.LoadgenOptions, *,
-                 impl: str = "auto", capture_qkv: int | None = None) -> dict[str, Any]:
+                 impl: str = "auto", capture_qkv: int | None = None, profile: bool = False,
+                 speed: dict[str, Any] | None = None, team: Team | None = None) -> dict[str, Any]:
     """Steps 6-7: route attention, run LoadGen, merge the summary into the manifest; returns the summary.
 
     `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
+    `profile`: time every phase of every video into RUN/profile.{json,md}; `speed`: the record of
+    `harness.speed.apply`, kept in the summary; `team`: rank 0 of a `fsbench run --gpus N` (harness.distributed),
+    which supplies the router and serves LoadGen's samples with the other ranks.
     """
     capture = None
     if capture_qkv is not None:
         capture = Capture(results.capture_dir(run, opts.scenario, opts.mode), save_qkv=capture_qkv)
         (capture.out_dir / "calls.jsonl").unlink(missing_ok=True)
-    router = SelfAttentionRouter(spec.schedule, impl=impl, capture=capture)
+    router = (SelfAttentionRouter if team is None else team.router)(spec.schedule, impl=impl, capture=capture)
     router.install(pipe)
+    profiler = Profiler(pipe.device) if profile else None
+    if profiler is not None:
+        profiler.install(pipe, router)
     # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
-    generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None)
+    generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
+                               profiler=profiler)
     total = len(spec.prompts.texts)
     expected = total if opts.mode == "accuracy" else opts.count
     log_dir = results.loadgen_dir(run, system, opts.scenario, opts.mode, audit=opts.audit)
     try:
-        with tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video") as bar:
-            summary = loadgen_driver.run_test(generator, total, opts, log_dir, on_sample=bar.update)
+        serving = contextlib.nullcontext((generator, 1)) if team is None else team.serve(generator)
+        with serving as (generate, concurrency), \
+                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video") as bar:
+            summary = loadgen_driver.run_test(generate, total, opts, log_dir, on_sample=bar.update,
+                                              concurrency=concurrency)
     finally:
+        if profiler is not None:
+            profiler.uninstall()
         router.uninstall()
     summary["log_dir"] = str(log_dir.relative_to(run))
     summary["overrides"] = opts.overrides()
@@ -165,6 +188,12 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     if capture is not None:
         capture_summary = capture.finish()
         summary["capture"] = {"dir": str(capture.out_dir.relative_to(run)), "calls": capture_summary["calls"]}
+    if speed is not None:
+        summary["speed"] = speed
+    if team is not None:
+        summary["parallel"] = team.describe()
+    if profiler is not None:
+        summary["profile"] = profiler.write(run, summary)
     results.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
     return summary
 

@@ -38,11 +38,16 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {"tiny": TINY, "a14b-synthetic":
 
 
 def build_tokenizer() -> Any:
-    """A 256-token Unigram tokenizer trained on a fixed corpus, wrapped for transformers (no download).
+    """A Unigram tokenizer over a fixed corpus, wrapped for transformers (no download).
 
-    Deterministic: the same corpus and trainer settings give the same vocabulary every time.
+    Built from counted pieces rather than trained: `UnigramTrainer` breaks score ties in hash order, so two builds
+    (two ranks of `fsbench run --gpus N`) got different vocabularies and so different prompt embeddings.
+    Pieces: the special tokens, every corpus word (as Metaspace marks it, scored by frequency), every character.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    import math
+    from collections import Counter
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     corpus = list(TINY_PROMPTS) + [
@@ -50,10 +55,14 @@ def build_tokenizer() -> Any:
         "vivid colors, overexposed, static, blurry details, subtitles, worst quality, low quality",
         "a cat, a dog, a bird, a car, a city at night, mountains, ocean, forest, people walking",
     ]
-    tok = Tokenizer(models.Unigram())
+    words = Counter("\u2581" + word for line in corpus for word in line.split())
+    chars = sorted({c for word in words for c in word})
+    total = sum(words.values())
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+    vocab += [(word, math.log(n / total)) for word, n in sorted(words.items(), key=lambda item: (-item[1], item[0]))]
+    vocab += [(c, math.log(0.5 / total) - 4) for c in chars if c not in words]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=2))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(corpus, trainers.UnigramTrainer(vocab_size=256, special_tokens=["<pad>", "</s>", "<unk>"],
-                                                             unk_token="<unk>"))
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")

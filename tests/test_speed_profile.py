@@ -1,0 +1,133 @@
+"""The latency breakdown (`--profile`), the negative-prompt cache and the speed options on the tiny model."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from harness import runner, speed
+from harness.attention import SelfAttentionRouter
+from harness.cli import main
+from harness.errors import FsbenchError
+from harness.profile import Profiler, format_table
+from harness.results import load_manifest
+
+SMALL = dict(height=32, width=32, num_frames=5, steps=2)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    spec = runner.prepare("tiny", "mlperf", "mxfp8:0;bf16:*", None, None, None, SMALL)
+    pipe = runner.load_pipeline(spec, torch.device("cpu"))
+    pipe.set_progress_bar_config(disable=True)
+    yield spec, pipe
+    torch.set_num_threads(threads)
+
+
+def _frames(pipe, spec, router, profiler=None, index=0) -> np.ndarray:
+    generator = runner.VideoGenerator(pipe, spec, None, router, reuse=False, profiler=profiler)
+    with generator.profiler.video(index):
+        return generator.frames(index)
+
+
+def test_profile_splits_every_step_and_leaves_the_video_unchanged(tiny):
+    spec, pipe = tiny
+    router = SelfAttentionRouter(spec.schedule)
+    router.install(pipe)
+    profiler = Profiler(pipe.device)
+    try:
+        reference = _frames(pipe, spec, router)
+        profiler.install(pipe, router)
+        profiled = _frames(pipe, spec, router, profiler)
+    finally:
+        profiler.uninstall()
+        router.uninstall()
+    assert np.array_equal(profiled, reference)
+    assert type(pipe.transformer.blocks[0].attn2.processor).__name__ == "WanAttnProcessor"
+    assert "decode" not in vars(pipe.vae) and router.core is None
+    video = profiler.videos[0]
+    assert [(s["step"], s["fmt"]) for s in video["steps"]] == [(0, "mxfp8"), (1, "bf16")]
+    for step in video["steps"]:
+        parts = step["self_attention_s"] + step["cross_attention_s"] + step["gemm_s"]
+        assert 0 < parts < step["forwards_s"] <= step["total_s"]
+        assert step["rest_s"] == pytest.approx(step["total_s"] - parts)
+    assert video["text_encode_s"] > 0 and video["vae_decode_s"] > 0 and video["postprocess_s"] > 0
+    summary = profiler.summary({"latency_mean_ns": 1e9 * (video["wall_s"] + 0.01)})
+    assert set(summary["step_by_format"]) == {"mxfp8", "bf16"}
+    assert summary["loadgen_overhead_s"] == pytest.approx(0.01)
+    assert "| self-attention share |" in format_table(summary)
+
+
+def test_negative_prompt_is_encoded_once_per_pipeline(tiny):
+    spec, pipe = tiny
+    s = spec.settings
+    calls = []
+    handle = pipe.text_encoder.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        plain = pipe.encode_prompt(spec.prompts.texts[1], s.negative_prompt, True, max_sequence_length=512)
+        speed.cache_negative_prompt(pipe)
+        speed.cache_negative_prompt(pipe)  # idempotent
+        calls.clear()
+        first = pipe.encode_prompt(spec.prompts.texts[0], s.negative_prompt, True, max_sequence_length=512)
+        second = pipe.encode_prompt(spec.prompts.texts[1], s.negative_prompt, True, max_sequence_length=512)
+    finally:
+        handle.remove()
+        del pipe.encode_prompt
+    assert len(calls) == 3  # two prompts, one negative prompt
+    assert torch.equal(second[0], plain[0]) and torch.equal(second[1], plain[1])
+    assert second[1] is first[1]
+
+
+def test_compiled_blocks_keep_the_routed_core_eager_and_the_video(tiny):
+    """Regional compilation (dynamo, eager backend: no C++ toolchain needed) with a per-step schedule: the
+    router's core runs outside the graphs, so neither the layer nor the step's format recompiles anything
+    (A14B has 40 layers, past dynamo's recompile limit of 8) and the video is unchanged."""
+    spec, pipe = tiny
+    router = SelfAttentionRouter(spec.schedule)
+    router.install(pipe)
+    reference = _frames(pipe, spec, router)
+    torch._dynamo.reset()
+    for expert in (pipe.transformer, pipe.transformer_2):
+        expert.compile_repeated_blocks(backend="eager", dynamic=False)
+    profiler = Profiler(pipe.device)
+    try:
+        profiler.install(pipe, router)
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            compiled = _frames(pipe, spec, router, profiler)
+        again = _frames(pipe, spec, router)
+    finally:
+        profiler.uninstall()
+        router.uninstall()
+        for expert in (pipe.transformer, pipe.transformer_2):
+            for block in expert.blocks:
+                block._compiled_call_impl = None
+        torch._dynamo.reset()
+    assert not profiler.fine and "gemm_s" not in profiler.videos[0]["steps"][0]
+    assert np.allclose(compiled, reference, atol=1e-5) and np.array_equal(again, compiled)
+
+
+def test_speed_options_are_checked_and_name_the_run_folder():
+    assert speed.SpeedOptions().slug == ""
+    assert speed.SpeedOptions(gemm="fp8", vae="bf16").slug == "-fp8gemm-vaebf16"
+    with pytest.raises(FsbenchError, match="--gemm"):
+        speed.SpeedOptions(gemm="fp4")
+
+
+def test_run_profile_writes_the_table_and_the_manifest_records_the_speed_options(tmp_path, one_thread):
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["run", "--count", "1", "--time", "0", "--profile", "--gemm", "fp8",
+                                       "--out", str(run), "--height", "32", "--width", "32", "--frames", "5",
+                                       "--steps", "2"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = load_manifest(run)["results"]["SingleStream"]["performance"]
+    assert summary["speed"]["gemm"] == "fp8" and summary["speed"]["fp8"]["linears_converted"] == 40
+    assert summary["speed"]["compile"] is False and summary["speed"]["negative_prompt_cache"]
+    assert summary["profile"]["videos"] == 1 and 0 < summary["profile"]["harness_overhead_share"] < 1
+    table = (run / "profile.md").read_text()
+    assert "| vae_decode |" in table and "| bf16 | 2 |" in table
+    assert json.loads((run / "profile.json").read_text())["videos"][0]["steps"][1]["step"] == 1
