@@ -88,6 +88,19 @@ def attention_with_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt:
     ("u32" | "u16" | "u16fp16" | "u8"), gate_doublings (None disables the gate), hadamard,
     sm_scale (default 1/sqrt(head_dim)).
     """
+    out, stats = _dispatch(q, k, v, fmt, impl, layout, True, options)
+    return out, stats
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
+              impl: str = "auto", layout: str = "BSHD", **options: Any) -> torch.Tensor:
+    """Non-causal attention in format `fmt` (see `attention_with_stats`); the statistics are not gathered,
+    so the call never waits for the GPU."""
+    return _dispatch(q, k, v, fmt, impl, layout, False, options)[0]
+
+
+def _dispatch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl: str, layout: str,
+              want_stats: bool, options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats | None]:
     _check_inputs(q, k, v, fmt, impl, layout)
     impl = _resolve_impl(fmt, impl, q.device)
     if layout == "BSHD":
@@ -103,16 +116,10 @@ def attention_with_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt:
     else:
         from kernels.triton_attention import triton_attention
 
-        out, stats = triton_attention(q, k, v, fmt, **options)
+        out, stats = triton_attention(q, k, v, fmt, stats=want_stats, **options)
     if layout == "BSHD":
         out = out.transpose(1, 2)
     return out, stats
-
-
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
-              impl: str = "auto", layout: str = "BSHD", **options: Any) -> torch.Tensor:
-    """Non-causal attention in format `fmt` (see `attention_with_stats`)."""
-    return attention_with_stats(q, k, v, fmt, impl=impl, layout=layout, **options)[0]
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, options: dict[str, Any]) -> torch.Tensor:

@@ -38,7 +38,7 @@ def _triton(fmt: str, **options: Any) -> Callable:
     def run(q, k, v):
         from kernels.triton_attention import triton_attention
 
-        return triton_attention(q, k, v, fmt, **options)[0]
+        return triton_attention(q, k, v, fmt, stats=False, **options)[0]
     return run
 
 

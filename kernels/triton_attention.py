@@ -10,6 +10,8 @@ Float32 inputs are rounded to bfloat16 before the prepass.
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -105,12 +107,17 @@ def check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError("impl='triton' needs a Hopper GPU (sm_90: FP8 wgmma); use impl='emulate'")
 
 
-def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str,
-                     **options: Any) -> tuple[torch.Tensor, AttentionStats]:
-    """Fused-Softmax (or conventional) FP8 attention of BHSD tensors on Hopper; returns (out, stats)."""
+def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, *, stats: bool = True,
+                     **options: Any) -> tuple[torch.Tensor, AttentionStats | None]:
+    """Fused-Softmax (or conventional) FP8 attention of BHSD tensors on Hopper; returns (out, stats).
+
+    With stats=False nothing waits for the GPU (the statistics need two host syncs and a pass over the
+    output), and the second item is None."""
     opts = parse_options(fmt, options)
     check_tensors(q, k, v)
     out, flags, tiles = forward(q, k, v, opts)
+    if not stats:
+        return out, None
     b, h, sq = q.shape[:3]
     query_tiles = -(-sq // tiling.BLOCK_M)
     fired = int(flags.sum()) if opts.fused else 0
@@ -121,10 +128,17 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
     return out, stats
 
 
+@functools.lru_cache(maxsize=8)
+def _hadamard_pm1(d: int, device: torch.device) -> torch.Tensor:
+    """The unnormalized (+-1) Hadamard matrix on `device`, made once rather than copied there every call."""
+    from kernels.hadamard import hadamard_matrix
+
+    return (hadamard_matrix(d, device) * d ** 0.5).round().contiguous()
+
+
 def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions) -> dict[str, torch.Tensor]:
     """The prepass: E4M3 operands with their group scales (see `kernels.triton_prepass`)."""
     from kernels import triton_prepass as pre
-    from kernels.hadamard import hadamard_matrix
 
     b, h, sq, d = q.shape
     sk = k.shape[2]
@@ -133,7 +147,7 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     elem = pre.ELEMENT[opts.fmt]
     emax, mbits, maxn, shift = pre.ELEMENT_PARAMS[elem]
     dev = q.device
-    had = (hadamard_matrix(d, dev) * d ** 0.5).round().contiguous()  # unnormalized: +-1
+    had = _hadamard_pm1(d, dev)
     q, k = (x if x.dtype in (torch.bfloat16, torch.float16) else x.to(torch.bfloat16) for x in (q, k))
     sm_scale = opts.sm_scale if opts.sm_scale is not None else d ** -0.5
     fp8 = torch.float8_e4m3fn
