@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from harness.cli import main
+from harness.results import atomic_write_text
 
 
 @main.group()
@@ -57,7 +58,6 @@ def ablation(shape: str, seeds: int, device: str, formats: str, as_json: bool, o
     import torch
     from tqdm import tqdm
 
-    from harness.results import atomic_write_text
     from kernels.ablation import FORMATS, ROWS, format_ablation, run_ablation
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -78,13 +78,6 @@ def ablation(shape: str, seeds: int, device: str, formats: str, as_json: bool, o
     click.echo(text if as_json else format_ablation(result))
 
 
-def _parse_shape(text: str) -> tuple[int, int, int, int]:
-    parts = tuple(int(x) for x in text.replace("x", ",").split(","))
-    if len(parts) != 4:
-        raise click.BadParameter(f"shape must be b,h,s,d, got {text!r}")
-    return parts  # type: ignore[return-value]
-
-
 @kernels.command("bench")
 @click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
 @click.option("--rows", "row_names", default="", help="comma-separated row names (default: all)")
@@ -103,15 +96,13 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
         wanted = set(row_names.split(","))
         selected = [r for r in selected if r.name in wanted]
     results = []
-    for shape in [_parse_shape(s) for s in shapes] or list(kbench.SHAPES):
+    for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
         results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768)
         click.echo(kbench.format_table(results))
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(results, f, indent=1)
+        atomic_write_text(Path(json_path), json.dumps(results, indent=1) + "\n")
     if md_path:
-        with open(md_path, "w") as f:
-            f.write(kbench.format_markdown(results) + "\n")
+        atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
 
 
 @kernels.command("check")
@@ -124,5 +115,4 @@ def check(formats: str, json_path: str | None) -> None:
     rows = kcheck.run_checks(tuple(formats.split(",")))
     click.echo(kcheck.format_table(rows))
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(rows, f, indent=1)
+        atomic_write_text(Path(json_path), json.dumps(rows, indent=1) + "\n")
