@@ -145,7 +145,7 @@ def versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     found: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("torch", "diffusers", "transformers", "mlcommons-loadgen", "fsbench"):
+    for dist in ("torch", "triton", "diffusers", "transformers", "mlcommons-loadgen", "fsbench"):
         try:
             found[dist] = version(dist)
         except PackageNotFoundError:

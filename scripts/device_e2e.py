@@ -27,29 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import kernels  # noqa: E402
 from harness import dataset, loadgen_driver, pipeline, results, runner  # noqa: E402
 from harness.attention import SelfAttentionRouter  # noqa: E402
+from harness.profile import Clock  # noqa: E402
 from harness.presets import build_settings  # noqa: E402
 from harness.schedule import load as load_schedule  # noqa: E402
 from harness.tiny import TINY_PROMPTS  # noqa: E402
-
-
-class Clock:
-    """Device time: CUDA events on a GPU (no host sync inside the measured region), perf_counter on a CPU."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def mark(self) -> Any:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def seconds(self, start: Any, end: Any) -> float:
-        if self.cuda:
-            end.synchronize()
-            return start.elapsed_time(end) / 1000.0
-        return end - start
 
 
 class TimedCore:
@@ -131,7 +112,7 @@ def main(out: Path, model: str, height: int, width: int, frames: int, schedules:
     settings = build_settings("mlperf", model, steps=20, **overrides)
     report: dict[str, Any] = {
         "command": " ".join(sys.argv), "model": model, "device": runner.device_info(device, model),
-        "versions": {**results.versions(), "triton": _version("triton")}, "git_commit": results.git_commit(),
+        "versions": results.versions(), "git_commit": results.git_commit(),
         "shape": {"height": height, "width": width, "num_frames": frames, "tokens": settings.tokens},
         "formats": {}, "schedules": {}, "single_stream": [], "skipped": [],
     }
@@ -189,15 +170,6 @@ def main(out: Path, model: str, height: int, width: int, frames: int, schedules:
         report["single_stream"].append(single_stream_query(pipe, model, out, name, query_steps, overrides, device,
                                                            impl))
         save()
-
-
-def _version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":

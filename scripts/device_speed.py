@@ -288,7 +288,7 @@ def measure(out: Path, model: str, height: int, width: int, frames: int, formats
     settings = build_settings("mlperf", model, steps=20, height=height, width=width, num_frames=frames)
     report = Report(out, budget_s, {
         "command": " ".join(sys.argv), "model": model, "device": runner.device_info(device, model),
-        "versions": {**results.versions(), "triton": _version("triton")}, "git_commit": results.git_commit(),
+        "versions": results.versions(), "git_commit": results.git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "shape": {"height": height, "width": width, "num_frames": frames, "tokens": settings.tokens},
         "compile": compile_blocks, "repeats": repeats, "impl": {}, "forwards": {}, "vae": {}, "skipped": []})
@@ -461,15 +461,6 @@ def format_assembled(table: dict[str, Any]) -> str:
     if table["skipped"]:
         lines.append("\nskipped: " + "; ".join(table["skipped"]))
     return "\n".join(lines)
-
-
-def _version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":
