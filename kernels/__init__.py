@@ -13,9 +13,6 @@ if TYPE_CHECKING:
 
     from kernels.api import AttentionStats
 
-FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
-IMPLS = ("auto", "emulate", "triton", "sdpa")
-
 
 def attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", fmt: str = "mxfp8", *,
               impl: str = "auto", layout: str = "BSHD", **options: Any) -> "torch.Tensor":
@@ -34,4 +31,4 @@ def attention_with_stats(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor"
     return _attention_with_stats(q, k, v, fmt, impl=impl, layout=layout, **options)
 
 
-__all__ = ["FORMATS", "IMPLS", "attention", "attention_with_stats"]
+__all__ = ["attention", "attention_with_stats"]

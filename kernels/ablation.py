@@ -6,9 +6,9 @@ from typing import Callable
 
 import torch
 
+from kernels.api import FORMATS
 from kernels.emulator import emulate
 
-FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
 CONVENTIONAL = {"rowsum_gemm": False, "frozen_max": False, "schraudolph": False}
 
 # (label, emulator options), in the paper's row order.
