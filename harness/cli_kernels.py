@@ -97,7 +97,8 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
         selected = [r for r in selected if r.name in wanted]
     results = []
     for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
-        results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768)
+        results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
+                                      progress=lambda row: click.echo(kbench.format_table([row]).splitlines()[-1]))
         click.echo(kbench.format_table(results))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps(results, indent=1) + "\n")

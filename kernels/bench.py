@@ -80,8 +80,10 @@ def accuracy(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
 
 
 def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: int = 2, repeats: int = 7,
-                input_sets: int = 3, emulate: bool = False) -> list[dict[str, Any]]:
-    """Benchmark every row at one BHSD shape; `emulate` adds the emulator's error for the fused rows."""
+                input_sets: int = 3, emulate: bool = False,
+                progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Benchmark every row at one BHSD shape; `emulate` adds the emulator's error for the fused rows.
+    `progress` receives each row's result as soon as it is measured (the ratios are filled in at the end)."""
     b, h, s, d = shape
     flops = 4 * b * h * s * s * d
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -104,7 +106,8 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
             result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
             del emu
         results.append(result)
-        print(format_table([{**result, "x_cudnn": None, "x_conventional": None}]).splitlines()[-1], flush=True)
+        if progress:
+            progress(result)
         torch.cuda.empty_cache()
     base = next((r["tflops"] for r in results if r["row"] == "sdpa-cudnn-bf16"), None)
     conv = next((r["tflops"] for r in results if r["row"] == "triton-conventional-fp8"), None)
@@ -114,6 +117,11 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
     return results
 
 
+def _ratio(value: float | None) -> str:
+    """A speed ratio, blank when its baseline row was not measured (rather than a misleading 0.00)."""
+    return "" if value is None else f"{value:.2f}"
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     head = (f"{'shape':<20} {'row':<24} {'ms':>8} {'TFLOP/s':>8} {'x cuDNN':>8} {'x conv':>7} {'err %':>7} "
             f"{'cosine':>8} {'emu err %':>9}")
@@ -121,7 +129,7 @@ def format_table(results: list[dict[str, Any]]) -> str:
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"{str(tuple(r['shape'])):<20} {r['row']:<24} {r['median_ms']:>8.2f} {r['tflops']:>8.1f} "
-                     f"{(r['x_cudnn'] or 0):>8.2f} {(r['x_conventional'] or 0):>7.2f} {r['rel_err_pct']:>7.3f} "
+                     f"{_ratio(r.get('x_cudnn')):>8} {_ratio(r.get('x_conventional')):>7} {r['rel_err_pct']:>7.3f} "
                      f"{r['cosine']:>8.5f} {'' if emu is None else f'{emu:.3f}':>9}")
     return "\n".join(lines)
 
@@ -132,6 +140,6 @@ def format_markdown(results: list[dict[str, Any]]) -> str:
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
-                     f"{(r['x_cudnn'] or 0):.2f} | {(r['x_conventional'] or 0):.2f} | {r['rel_err_pct']:.3f} | "
+                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {r['rel_err_pct']:.3f} | "
                      f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |")
     return "\n".join(lines)
