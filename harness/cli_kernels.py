@@ -49,11 +49,14 @@ def proxy_table(as_json: bool) -> None:
 @kernels.command()
 @click.option("--shape", default="1,1,1024,128", show_default=True, help="B,H,S,D of the normal inputs.")
 @click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Inputs to average over.")
+@click.option("--first-seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Seed of the first input (to add seeds to an earlier run with ablation-merge).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, help="Columns to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON to this file (after every seed).")
-def ablation(shape: str, seeds: int, device: str, formats: str, as_json: bool, out: str | None) -> None:
+def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str, as_json: bool,
+             out: str | None) -> None:
     """Paper Table 4: error of each Fused-Softmax component, on the emulator."""
     import torch
     from tqdm import tqdm
@@ -73,9 +76,28 @@ def ablation(shape: str, seeds: int, device: str, formats: str, as_json: bool, o
             atomic_write_text(Path(out), json.dumps(partial, indent=2) + "\n")
 
     with tqdm(total=seeds * len(columns) * len(ROWS), desc="ablation", unit="run", disable=None) as bar:
-        result = run_ablation(dims, seeds, device, columns, progress=lambda _: bar.update(), on_seed=save)
+        result = run_ablation(dims, seeds, device, columns, progress=lambda _: bar.update(), on_seed=save,
+                              first_seed=first_seed)
     text = json.dumps(result, indent=2)
     click.echo(text if as_json else format_ablation(result))
+
+
+@kernels.command("ablation-merge")
+@click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The merged JSON.")
+def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
+    """Average ablation JSONs of consecutive seed ranges (same shape and formats) into one."""
+    from kernels.ablation import format_ablation, merge_ablations
+
+    results = []
+    for part in parts:
+        try:
+            results.append(json.loads(part.read_text()))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{part}: not an ablation JSON ({e})") from e
+    merged = merge_ablations(results)
+    atomic_write_text(out, json.dumps(merged, indent=2) + "\n")
+    click.echo(format_ablation(merged))
 
 
 @kernels.command("bench")
@@ -100,10 +122,10 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
         results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
                                       progress=lambda row: click.echo(kbench.format_table([row]).splitlines()[-1]))
         click.echo(kbench.format_table(results))
-    if json_path:
-        atomic_write_text(Path(json_path), json.dumps(results, indent=1) + "\n")
-    if md_path:
-        atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
+        if json_path:  # after every shape, so a run that is stopped keeps what it measured
+            atomic_write_text(Path(json_path), json.dumps(results, indent=1) + "\n")
+        if md_path:
+            atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
 
 
 @kernels.command("check")

@@ -98,6 +98,10 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         med = statistics.median(ms)
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
                   "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
+        if row.name.startswith("triton-"):
+            from kernels.triton_fused import attention_kernel
+
+            result["launch"] = str(attention_kernel.best_config)  # the autotuner's pick for this row
         fmt = row.name.removeprefix("triton-fused-")
         if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
             from kernels.emulator import emulate as run_emulator

@@ -1,14 +1,16 @@
 """Tile and launch-shape choice for the Hopper attention kernels (FA3's `tile_size.h`, in Python).
 
-The numerics fix two tile sizes: keys stream in tiles of 128 (P's scales and the gate are per key tile)
-and the rollback statistics count query tiles of 128 rows. Only the warps and the pipelining depth are
-free, so the autotuner sees a handful of configurations, pruned by `keep`.
+The numerics fix the key tile: keys stream in tiles of 128 (P's scales and the gate are per key tile),
+and the rollback statistics count query tiles of 128 rows (STAT_M) whatever the launch's query tile.
+The query rows per program, warps and pipelining depth are free: one program of 128 rows has two
+warpgroups that run in lock step (the pipeline's block barriers), two programs of 64 rows on one SM
+drift apart so one's softmax overlaps the other's GEMMs. The autotuner sees a handful, pruned by `keep`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-BLOCK_M = 128  # query rows per program: two warpgroups of 64 rows (wgmma m64)
+STAT_M = 128  # query rows per statistics tile (rollbacks are counted per STAT_M x BLOCK_N tile)
 BLOCK_N = 128  # keys per tile: the emulator's tile_n
 PREPASS_ROWS = 128  # rows quantized per prepass program: one key tile, so K's tile scale is local
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one H100/H200 block may use
@@ -17,12 +19,14 @@ HEAD_DIMS = (64, 128)
 
 @dataclass(frozen=True)
 class Tiling:
-    """One launch shape of the attention kernel."""
+    """One launch shape of the attention kernel (max_registers caps registers per thread so that more
+    programs share an SM; None leaves the choice to the compiler)."""
 
     block_m: int
     block_n: int
     num_warps: int
     num_stages: int
+    max_registers: int | None = None
 
     def smem_bytes(self, head_dim: int) -> int:
         """FP8 Q tile plus `num_stages` K and V tiles (1 byte per element)."""
@@ -30,8 +34,12 @@ class Tiling:
 
 
 def candidates() -> list[Tiling]:
-    """Configurations the autotuner may try: 2 warpgroups (one per 64 rows), 2 or 3 K/V stages."""
-    return [Tiling(BLOCK_M, BLOCK_N, num_warps=8, num_stages=s) for s in (2, 3)]
+    """Configurations the autotuner may try: one warpgroup (wgmma m64) per 64 query rows. 128 rows per
+    program (one per SM), or 64 rows with 2 or 3 K/V stages (two per SM), or capped at 168 registers
+    (three per SM: 3 x 128 x 168 registers fit the SM's 64 Ki)."""
+    return [Tiling(128, BLOCK_N, num_warps=8, num_stages=2), Tiling(64, BLOCK_N, num_warps=4, num_stages=2),
+            Tiling(64, BLOCK_N, num_warps=4, num_stages=3),
+            Tiling(64, BLOCK_N, num_warps=4, num_stages=2, max_registers=168)]
 
 
 def keep(tiling: Tiling, head_dim: int) -> bool:

@@ -119,7 +119,7 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
     if not stats:
         return out, None
     b, h, sq = q.shape[:3]
-    query_tiles = -(-sq // tiling.BLOCK_M)
+    query_tiles = -(-sq // tiling.STAT_M)
     fired = int(flags.sum()) if opts.fused else 0
     stats = AttentionStats(key_tiles=tiles, workgroup_tiles=b * h * query_tiles * tiles,
                            rollbacks=fired if opts.gate_doublings is not None else 0,
@@ -182,18 +182,18 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
     b, h, sq, d = q.shape
     sk = k.shape[2]
-    bm, bn = tiling.BLOCK_M, tiling.BLOCK_N
+    bn, stat_m = tiling.BLOCK_N, tiling.STAT_M
     ops = quantize(q, k, v, opts)
-    sqp, skp = ops["q"].shape[1], ops["k"].shape[1]
-    nq, nk = sqp // bm, skp // bn
-    desc_q = TensorDescriptor.from_tensor(ops["q"].view(-1, d), [bm, d])
+    sqp, skp = ops["q"].shape[1], ops["k"].shape[1]  # multiples of PREPASS_ROWS, hence of every query tile
+    nst, nk = sqp // stat_m, skp // bn
+    desc_q = TensorDescriptor.from_tensor(ops["q"].view(-1, d), [stat_m, d])  # block set per configuration
     desc_k = TensorDescriptor.from_tensor(ops["k"].view(-1, d), [bn, d])
     desc_v = TensorDescriptor.from_tensor(ops["v"].view(-1, skp), [d, bn])
     out = torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device)
-    flags = torch.zeros(b * h * nq * nk if opts.fused else 1, dtype=torch.int8, device=q.device)
+    flags = torch.zeros(b * h * nst * nk if opts.fused else 1, dtype=torch.int8, device=q.device)
     p_emax, p_shift, p_clamp, p_blocks = opts.p_format
-    attention_kernel[(nq, b * h)](desc_q, desc_k, desc_v, ops["q_scale"], ops["k_scale"], ops["v_scale"], out,
-                                  flags, sq, sk, sqp, skp, nq, nk, opts.gate_pattern, D=d, BM=bm, BN=bn,
-                                  D_BIAS=D_BIAS, FUSED=opts.fused, GATE=opts.gate_doublings is not None,
-                                  P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks)
+    attention_kernel[lambda meta: (sqp // meta["BM"], b * h)](
+        desc_q, desc_k, desc_v, ops["q_scale"], ops["k_scale"], ops["v_scale"], out, flags, sq, sk, sqp, skp, nst,
+        nk, opts.gate_pattern, D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused,
+        GATE=opts.gate_doublings is not None, P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks)
     return out, flags, nk

@@ -54,6 +54,16 @@ def _scores(q, desc_k, kv_row, tile, S_K, BN: tl.constexpr, MASK: tl.constexpr):
 
 
 @triton.jit
+def _mark(ptr, need):
+    """Store 1 at the scalar `ptr` from every row where `need` holds: a predicated st.global in the rows'
+    own layout (tl.store would gather the mask through shared memory and two block barriers per tile)."""
+    addr = (ptr.to(tl.int64, bitcast=True) + tl.zeros_like(need.to(tl.int64)))
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p st.global.b8 [$2], $3; mov.b32 $0, 0; }",
+                              "=r,r,l,r", [need.to(tl.int32), addr, tl.full(need.shape, 1, tl.int32)],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _fma_sat(x, y, z):
     """fma(x, y, z) clamped to [0, 1] by the FFMA itself (.sat; -inf and NaN give 0)."""
     return tl.inline_asm_elementwise("fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", [x, y, z],
@@ -82,7 +92,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
         c_i = D_BIAS - 128.0 * m_i
     pmax = (tl.fma(smax, a128, c_i) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS
     need = pmax > gate_p
-    tl.store(flags + tile + tl.zeros_like(pmax), tl.full(pmax.shape, 1, tl.int8), mask=need)
+    _mark(flags + tile, need)
     if GATE:
         delta = tl.where(need, tl.ceil((pmax.to(tl.float32) - D_BIAS) * 0.0078125).to(tl.int32), 0)
         m_i = m_i + delta.to(tl.float32)
@@ -170,26 +180,32 @@ def _epilogue(acc, l_i, out_ptr, bh, rows, S_Q, D: tl.constexpr):
     tl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=(rows < S_Q)[:, None])
 
 
+def _set_q_block(nargs: dict) -> None:
+    """The Q descriptor's block follows the configuration's query tile."""
+    nargs["desc_q"].block_shape = [nargs["BM"], nargs["D"]]
+
+
 def _configs() -> list[triton.Config]:
-    return [triton.Config({}, num_warps=t.num_warps, num_stages=t.num_stages) for t in tiling.candidates()]
+    return [triton.Config({"BM": t.block_m}, num_warps=t.num_warps, num_stages=t.num_stages,
+                          maxnreg=t.max_registers, pre_hook=_set_q_block) for t in tiling.candidates()]
 
 
 def _prune(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     head_dim = named_args.get("D", kwargs.get("D"))
     return [c for c in configs
-            if tiling.keep(tiling.Tiling(tiling.BLOCK_M, tiling.BLOCK_N, c.num_warps, c.num_stages), head_dim)]
+            if tiling.keep(tiling.Tiling(c.kwargs["BM"], tiling.BLOCK_N, c.num_warps, c.num_stages), head_dim)]
 
 
 @triton.autotune(configs=_configs(), key=["D", "FUSED", "GATE", "P_EMAX", "P_CLAMP", "P_BLOCKS"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flag_ptr,
-                     S_Q, S_K, S_QPAD, S_KPAD, N_QT, N_KT, gate_p,
-                     D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, D_BIAS: tl.constexpr,
-                     FUSED: tl.constexpr, GATE: tl.constexpr, P_EMAX: tl.constexpr, P_SHIFT: tl.constexpr,
-                     P_CLAMP: tl.constexpr, P_BLOCKS: tl.constexpr):
+                     S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p,
+                     D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAT_M: tl.constexpr,
+                     D_BIAS: tl.constexpr, FUSED: tl.constexpr, GATE: tl.constexpr, P_EMAX: tl.constexpr,
+                     P_SHIFT: tl.constexpr, P_CLAMP: tl.constexpr, P_BLOCKS: tl.constexpr):
     """One program = one query tile of one (batch, head); streams all key tiles (tile 0 and the last,
-    partial one peeled)."""
+    partial one peeled). Gate flags go to the program's STAT_M-row statistics tile."""
     qt, bh = tl.program_id(0), tl.program_id(1)
     rows = qt * BM + tl.arange(0, BM)
     q = desc_q.load([bh * S_QPAD + qt * BM, 0])
@@ -197,7 +213,7 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     kv_row, v_row = bh * S_KPAD, bh * D
     k_scale_ptr += bh * N_KT
     v_scale_ptr += bh * N_KT
-    flags = flag_ptr + (bh * N_QT + qt) * N_KT
+    flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
     ones = tl.where((tl.arange(0, 16)[None, :] == 0) & (tl.arange(0, BN)[:, None] >= 0), 1.0, 0.0)
     ones = ones.to(tl.float8e4nv)  # [BN, 16]: column 0 ones, so the MMA's row sum is column 0
     acc = tl.zeros([BM, D], tl.float32)

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-COUNTED = ("QGMMA", "HGMMA", "MUFU", "F2I", "I2F", "F2FP", "PRMT", "FMNMX", "IMNMX", "VIMNMX", "FFMA", "FADD",
+COUNTED = ("QGMMA", "HGMMA", "DEPBAR", "MUFU", "F2I", "I2F", "F2FP", "PRMT", "FMNMX", "IMNMX", "VIMNMX", "FFMA", "FADD",
            "FMUL", "IADD3", "LOP3", "SHF", "IMAD", "FSEL", "SEL", "SHFL", "STG", "BAR", "LDS", "STS")
 
 VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
@@ -28,7 +28,7 @@ VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
 }
 
 
-def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128):
+def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, block_m: int = 128):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -37,18 +37,20 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128):
     from kernels.triton_fused import attention_kernel
 
     fused, gate, p_emax, p_shift, p_clamp, p_blocks = flags
-    bm, bn, d = tiling.BLOCK_M, tiling.BLOCK_N, head_dim
+    bm, bn, d = block_m, tiling.BLOCK_N, head_dim
     fn = attention_kernel.fn
     signature = {"desc_q": f"tensordesc<fp8e4nv[{bm}, {d}]>", "desc_k": f"tensordesc<fp8e4nv[{bn}, {d}]>",
                  "desc_v": f"tensordesc<fp8e4nv[{d}, {bn}]>", "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
                  "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
-    signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_QT", "N_KT", "gate_p")})
-    constexprs = {"D": d, "BM": bm, "BN": bn, "D_BIAS": triton_attention.D_BIAS, "FUSED": fused, "GATE": gate,
+    signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_ST", "N_KT", "gate_p")})
+    constexprs = {"D": d, "BM": bm, "BN": bn, "STAT_M": tiling.STAT_M, "D_BIAS": triton_attention.D_BIAS,
+                  "FUSED": fused, "GATE": gate,
                   "P_EMAX": p_emax, "P_SHIFT": p_shift, "P_CLAMP": p_clamp,
                   "P_BLOCKS": p_blocks}
     signature.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": num_stages})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": bm // 16, "num_stages": num_stages})
 
 
 def sass_of(cubin: bytes, workdir: str, name: str) -> str:
@@ -114,12 +116,15 @@ def main_loop(sass: str) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="/tmp/fsbench-sass", help="folder for the .cubin and .sass files")
+    parser.add_argument("--block-m", type=int, default=128, choices=(64, 128), help="query rows per program")
+    parser.add_argument("--stages", type=int, default=2, help="K/V pipeline stages")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of the variants")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     ok = True
     print(f"{'variant':<22} {'scope':<6} " + " ".join(f"{c:>6}" for c in COUNTED))
-    for name, flags in VARIANTS.items():
-        kernel = compile_variant(flags)
+    for name in args.variants.split(","):
+        kernel = compile_variant(VARIANTS[name], args.stages, block_m=args.block_m)
         sass = sass_of(kernel.asm["cubin"], args.out, name)
         with open(os.path.join(args.out, f"{name}.sass"), "w") as f:
             f.write(sass)

@@ -32,3 +32,35 @@ def test_ablation_bad_shape_is_a_usage_error():
     assert result.exit_code == 2 and "B,H,S,D" in result.output
     result = CliRunner().invoke(main, ["kernels", "ablation", "--shape", "1,1,64,48"])
     assert result.exit_code == 2 and "multiple of 32" in result.output
+
+
+def test_ablation_merge_of_consecutive_seed_runs_equals_one_run_over_all_seeds(tmp_path):
+    def ablation(name, *args):
+        out = tmp_path / name
+        result = CliRunner().invoke(main, ["kernels", "ablation", "--shape", "1,1,130,32", "--formats", "mxfp8,mxfp4",
+                                           "--out", str(out), *args])
+        assert result.exit_code == 0, result.output
+        return out
+
+    whole = json.loads(ablation("whole.json", "--seeds", "3").read_text())
+    first, last = ablation("first.json", "--seeds", "2"), ablation("last.json", "--first-seed", "2")
+    merged_path = tmp_path / "merged.json"
+    result = CliRunner().invoke(main, ["kernels", "ablation-merge", str(last), str(first), "--out", str(merged_path)])
+    assert result.exit_code == 0, result.output
+    merged = json.loads(merged_path.read_text())
+    assert merged["seeds"] == 3 and merged["seed_range"] == [0, 3]
+    for row_whole, row_merged in zip(whole["rows"], merged["rows"]):
+        for fmt in ("mxfp8", "mxfp4"):
+            assert abs(row_merged[fmt]["err_pct"] - row_whole[fmt]["err_pct"]) < 1e-9
+            assert abs(row_merged[fmt]["cos"] - row_whole[fmt]["cos"]) < 1e-12
+
+
+def test_ablation_merge_refuses_overlapping_seeds_and_leaves_the_output_alone(tmp_path):
+    part = tmp_path / "part.json"
+    assert CliRunner().invoke(main, ["kernels", "ablation", "--shape", "1,1,64,32", "--formats", "bf16",
+                                     "--out", str(part)]).exit_code == 0
+    out = tmp_path / "merged.json"
+    out.write_text("keep me")
+    result = CliRunner().invoke(main, ["kernels", "ablation-merge", str(part), str(part), "--out", str(out)])
+    assert result.exit_code == 2 and "overlap" in result.output
+    assert out.read_text() == "keep me"

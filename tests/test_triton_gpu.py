@@ -77,3 +77,27 @@ def test_bshd_entry_point_returns_bshd_in_the_input_dtype():
     q, k, v = (t.transpose(1, 2) for t in make_inputs(Case("random", (1, 2, 300, 128), {}), 3, "cuda"))
     out, stats = attention_with_stats(q, k, v, "mxfp8", impl="triton")
     assert out.shape == q.shape and out.dtype == q.dtype and stats.key_tiles == 3
+
+
+@pytest.fixture
+def one_config(request):
+    """Pin the autotuner to one launch configuration (so every tiling is checked, not only the fastest)."""
+    from kernels.triton_fused import attention_kernel
+
+    configs, cache = attention_kernel.configs, attention_kernel.cache
+    attention_kernel.configs, attention_kernel.cache = [configs[request.param]], {}
+    yield configs[request.param]
+    attention_kernel.configs, attention_kernel.cache = configs, cache
+
+
+@pytest.mark.parametrize("one_config", range(4), indirect=True)
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp6"])
+def test_every_launch_configuration_matches_the_emulator_and_counts_rollbacks_per_128_rows(one_config, fmt):
+    case = Case("staircase", (1, 2, 2000, 128), {}, tuple((512 * i + 7, 36.0 * i) for i in range(1, 4)))
+    q, k, v = make_inputs(case, 0, "cuda")
+    out, stats = triton_attention(q, k, v, fmt)
+    ref, ref_stats = emulate(q, k, v, fmt)
+    assert torch.isfinite(out).all() and stats.rollbacks == ref_stats.rollbacks > 0, one_config
+    assert _rel(out, ref) < 2e-3, one_config
+    q, k, v = make_inputs(Case("random", (1, 2, 1000, 128), {}), 3, "cuda")
+    assert _rel(triton_attention(q, k, v, fmt)[0], emulate(q, k, v, fmt)[0]) < 1e-2, one_config

@@ -80,10 +80,13 @@ def test_attention_dispatches_impl_triton_to_the_wrapper():
         kernels.attention(q, k, v, "mxfp8", impl="triton")
 
 
-def test_tiling_keeps_128_by_128_tiles_and_prunes_by_shared_memory():
+def test_tiling_keeps_128_key_tiles_whole_warpgroups_and_prunes_by_shared_memory():
     configs = tiling.choose(128)
-    assert configs and all(t.block_m == 128 and t.block_n == 128 for t in configs)
+    assert configs and all(t.block_n == 128 and t.block_m == 16 * t.num_warps for t in configs)
+    assert {t.block_m for t in configs} == {64, 128} and all(tiling.STAT_M % t.block_m == 0 for t in configs)
     assert all(tiling.keep(t, 128) for t in configs)
+    capped = [t for t in configs if t.max_registers]
+    assert all(3 * 32 * t.num_warps * t.max_registers <= 65536 for t in capped)
     assert not tiling.keep(tiling.Tiling(128, 128, 8, 8), 128)
     with pytest.raises(ValueError):
         tiling.choose(96)
@@ -125,12 +128,32 @@ def _fma_sat(x, y, z):
     return tl.minimum(tl.maximum(tl.fma(x, y, z), 0.0), 1.0)
 
 
-tf._fma_sat = _fma_sat  # inline PTX does not run in the interpreter
-tf.attention_kernel = tf.attention_kernel.fn  # the autotuner needs a GPU to time configs
+@triton.jit
+def _mark(ptr, need):
+    tl.store(ptr + tl.zeros_like(need.to(tl.int32)), tl.full(need.shape, 1, tl.int8), mask=need)
+
+
+tf._fma_sat, tf._mark = _fma_sat, _mark  # inline PTX does not run in the interpreter
+autotuned = tf.attention_kernel
+config = autotuned.configs[int(sys.argv[1])]
+
+
+class FirstConfig:
+    """The autotuner needs a GPU to time configs: launch the chosen one as it would."""
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            kwargs.update(config.kwargs)
+            config.pre_hook({**dict(zip(autotuned.fn.arg_names, args)), **kwargs})
+            autotuned.fn[grid(kwargs)](*args, **kwargs)
+        return launch
+
+
+tf.attention_kernel = FirstConfig()
 from kernels import check, triton_attention as ta
 from kernels.emulator import emulate
 
-out = {}
+out = {"block_m": config.kwargs["BM"]}
 conventional = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
 for name, fmt, opts, spikes in (("mxfp8", "mxfp8", {}, ()), ("conventional", "mxfp8", {"softmax": "conventional"}, ()),
                                 ("mxfp6", "mxfp6", {}, ()), ("mxfp4", "mxfp4", {}, ()),
@@ -147,8 +170,10 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
-def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path):
-    """The kernel bodies on the CPU (TRITON_INTERPRET=1), FP8 casts made RNE, against the emulator."""
+@pytest.mark.parametrize("config, block_m", [(0, 128), (1, 64)])
+def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path, config, block_m):
+    """The kernel bodies on the CPU (TRITON_INTERPRET=1), FP8 casts made RNE, against the emulator, with
+    128 and 64 query rows per program (two 64-row programs share one statistics tile)."""
     pytest.importorskip("triton")
     import json
     import os
@@ -157,10 +182,12 @@ def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path):
     script = tmp_path / "interp.py"
     script.write_text(_INTERPRETER_SCRIPT)
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run([sys.executable, str(script), str(config)], capture_output=True, text=True, env=env,
+                         timeout=600)
     if run.returncode:
         pytest.skip(f"the Triton interpreter could not run the kernels here: {run.stderr[-400:]}")
     res = json.loads(run.stdout.strip().splitlines()[-1])
+    assert res["block_m"] == block_m
     assert res["mxfp8"]["rel"] < 5e-3 and res["conventional"]["rel"] < 1e-3
     assert res["mxfp6"]["rel"] < 5e-3 and res["mxfp4"]["rel"] < 5e-3
     assert res["late-sink"]["flags"] == res["late-sink"]["rollbacks"] > 0 and res["late-sink"]["rel"] < 1e-3
