@@ -132,6 +132,15 @@ def _rebase_blocks(p8, s_b, e_p):
 
 
 @triton.jit
+def _pv_order(p, BN: tl.constexpr):
+    """Keys reordered within each 32-key block, 16h + 8e + 2t + j -> 16h + 4t + 2e + j: thread t of a quad
+    holds P in the wgmma accumulator in the order the FP8 A operand of the PV GEMM wants it, so P needs
+    no shuffles between threads (the prepass stores V's keys in the same order)."""
+    p = tl.reshape(p, [p.shape[0], BN // 32, 2, 2, 4, 2])
+    return tl.reshape(tl.permute(p, [0, 1, 2, 4, 3, 5]), [p.shape[0], BN])
+
+
+@triton.jit
 def _conventional_policy(s, a, m_i, P_EMAX: tl.constexpr):
     """Softmax policy, conventional: online max, MUFU exp2, P per-row FP8 (scale 2^(floor(log2 max P)-7)).
 
@@ -156,9 +165,10 @@ def _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_p
     if FUSED:
         p8, e_p, alpha, m_i, c_i = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS, SEED, GATE,
                                                  P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-        row_sum = tl.sum(tl.dot(p8, ones), 1)
+        row_sum = tl.sum(tl.dot(_pv_order(p8, BN), ones), 1)
     else:
         p8, e_p, alpha, m_i, row_sum = _conventional_policy(s, a, m_i, P_EMAX)
+    p8 = _pv_order(p8, BN)
     v = desc_v.load([v_row, tile * BN]).T
     pv = tl.dot(p8, v)
     scale = _pow2(e_p) * tl.load(v_scale_ptr + tile)

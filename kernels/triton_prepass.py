@@ -103,7 +103,8 @@ def quantize_v_kernel(x_ptr, out_ptr, scale_ptr, tensor_scale_ptr,
                       ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr,
                       SHIFT: tl.constexpr):
     """One 128-key tile of V: per-tensor FP8 (mxfp8) or MX blocks of 32 keys per column, stored
-    transposed [D, keys] with one scale per tile."""
+    transposed [D, keys] with one scale per tile, keys in the attention kernel's PV order (within each
+    32-key block 16h + 8e + 2t + j goes to 16h + 4t + 2e + j, see `triton_fused._pv_order`)."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
     rows = tile * ROWS + tl.arange(0, ROWS)
@@ -121,5 +122,6 @@ def quantize_v_kernel(x_ptr, out_ptr, scale_ptr, tensor_scale_ptr,
         stored = v * _pow2(e - group + SHIFT)[:, :, None]
         q8 = tl.trans(tl.reshape(stored, [D, ROWS])).to(tl.float8e4nv)
         tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT))
-    out = out_ptr + (bh * D + cols[None, :]) * S_PAD + rows[:, None]
+    pv_rows = (rows & ~15) | (((rows >> 1) & 3) << 2) | (((rows >> 3) & 1) << 1) | (rows & 1)
+    out = out_ptr + (bh * D + cols[None, :]) * S_PAD + pv_rows[:, None]
     tl.store(out, q8)
