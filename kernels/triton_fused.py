@@ -80,7 +80,8 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
     scale exponent) is folded into one saturating FFMA per score that yields the final pattern scaled
     by 2^-16; adding 1.5 * 2^7 (ulp 2^-16) rounds it half-to-even into the low 16 mantissa bits, which a
     shift turns into the float32 of the BF16 value for the e4m3x2 convert. Returns (P as E4M3, per-row
-    log2 scale of P, alpha = 2^-delta, m, c) where c = D - 128 m."""
+    log2 scale of P, alpha = 2^-delta, m, c, fired) where c = D - 128 m and fired > 0 when a row of
+    the program rolled back on this tile."""
     if P_BLOCKS:
         bmax = tl.max(tl.reshape(s, [s.shape[0], s.shape[1] // 32, 32]), 2)  # the gate's and P's maxima
         smax = tl.max(bmax, 1)
@@ -92,14 +93,18 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
         c_i = D_BIAS - 128.0 * m_i
     pmax = (tl.fma(smax, a128, c_i) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS
     need = pmax > gate_p
-    _mark(flags + tile, need)
     if GATE:
+        fired = tl.max(need.to(tl.int32), 0)  # any row of the program: the rare, uniform rollback branch
+        if fired > 0:
+            tl.store(flags + tile, 1)
         delta = tl.where(need, tl.ceil((pmax.to(tl.float32) - D_BIAS) * 0.0078125).to(tl.int32), 0)
         m_i = m_i + delta.to(tl.float32)
         c_i = c_i - 128.0 * delta.to(tl.float32)
         pmax = pmax - 128 * delta
         alpha = _pow2(-delta)
     else:
+        _mark(flags + tile, need)
+        fired = 0
         alpha = tl.full(pmax.shape, 1.0, tl.float32)
     e_p = tl.maximum((pmax >> 7) - 127 - P_EMAX, -127) + P_SHIFT
     a16 = tl.broadcast_to((a128 * 1.52587890625e-05)[:, None], s.shape)  # 2^-16
@@ -118,7 +123,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
     p8 = bits.to(tl.float32, bitcast=True).to(tl.float8e4nv)
     if P_BLOCKS:
         p8 = _rebase_blocks(p8, s_b, e_p)
-    return p8, e_p, alpha, m_i, c_i
+    return p8, e_p, alpha, m_i, c_i, fired
 
 
 @triton.jit
@@ -163,8 +168,8 @@ def _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_p
     s = _scores(q, desc_k, kv_row, tile, S_K, BN, MASK)
     a = q_scale * tl.load(k_scale_ptr + tile)
     if FUSED:
-        p8, e_p, alpha, m_i, c_i = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS, SEED, GATE,
-                                                 P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+        p8, e_p, alpha, m_i, c_i, fired = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS, SEED, GATE,
+                                                        P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
         row_sum = tl.sum(tl.dot(_pv_order(p8, BN), ones), 1)
     else:
         p8, e_p, alpha, m_i, row_sum = _conventional_policy(s, a, m_i, P_EMAX)
@@ -172,12 +177,13 @@ def _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_p
     v = desc_v.load([v_row, tile * BN]).T
     pv = tl.dot(p8, v)
     scale = _pow2(e_p) * tl.load(v_scale_ptr + tile)
-    if GATE or not FUSED:
-        acc = tl.fma(pv, scale[:, None], acc * alpha[:, None])
-        l_i = l_i * alpha + row_sum * _pow2(e_p)
-    else:
+    if FUSED:
+        if fired > 0:  # O is rescaled only on a rollback (alpha is 1 in every other row and tile)
+            acc = acc * alpha[:, None]
         acc = tl.fma(pv, scale[:, None], acc)
-        l_i = l_i + row_sum * _pow2(e_p)
+    else:
+        acc = tl.fma(pv, scale[:, None], acc * alpha[:, None])
+    l_i = l_i * alpha + row_sum * _pow2(e_p)
     return acc, l_i, m_i, c_i
 
 
