@@ -130,14 +130,21 @@ def record_result(run: Path, scenario: str, mode: str, summary: dict[str, Any]) 
 
 
 def git_commit() -> str | None:
+    """The commit of the tree that runs, "+dirty" when files differ from it. FSBENCH_COMMIT wins: a copy
+    of the tree on another machine (the device) may carry stale git metadata, so its caller names it."""
+    named = os.environ.get("FSBENCH_COMMIT")
+    if named:
+        return named
+    root = Path(__file__).resolve().parent.parent
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
-                             text=True, timeout=10)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    if out.returncode != 0:
+    if head.returncode != 0 or not head.stdout.strip():
         return None
-    return out.stdout.strip() or None
+    return head.stdout.strip() + ("+dirty" if status.returncode != 0 or status.stdout.strip() else "")
 
 
 def versions() -> dict[str, str | None]:

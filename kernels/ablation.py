@@ -61,7 +61,7 @@ def run_ablation(shape: tuple[int, int, int, int] = (1, 1, 1024, 128), seeds: in
     chunk = 1 << 28 if torch.device(device).type == "cuda" else 1 << 26
     sums = {(fmt, r): [0.0, 0.0] for fmt in formats for r in range(len(ROWS))}
     result: dict = {}
-    for n, seed in enumerate(range(first_seed, first_seed + seeds)):
+    for seed in range(first_seed, first_seed + seeds):
         q, k, v = normal_inputs(shape, seed, device)
         ref, _ = emulate(q, k, v, "bf16", chunk_elements=chunk, **CONVENTIONAL)
         for fmt in formats:

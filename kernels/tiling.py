@@ -2,9 +2,10 @@
 
 The numerics fix the key tile: keys stream in tiles of 128 (P's scales and the gate are per key tile),
 and the rollback statistics count query tiles of 128 rows (STAT_M) whatever the launch's query tile.
-The query rows per program, warps and pipelining depth are free: one program of 128 rows has two
-warpgroups that run in lock step (the pipeline's block barriers), two programs of 64 rows on one SM
-drift apart so one's softmax overlaps the other's GEMMs. The autotuner sees a handful, pruned by `keep`.
+The query rows per program, warps, pipelining depth and register cap are free: one program of 128 rows
+has two warpgroups that run in lock step (the pipeline's block barriers), while programs of 64 rows that
+share an SM (two, or three at 168 registers) drift apart, so one's softmax runs under another's GEMMs.
+The autotuner sees a handful, pruned by `keep`.
 """
 from __future__ import annotations
 

@@ -170,10 +170,11 @@ def _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_p
     if FUSED:
         p8, e_p, alpha, m_i, c_i, fired = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS, SEED, GATE,
                                                         P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-        row_sum = tl.sum(tl.dot(_pv_order(p8, BN), ones), 1)
+        p8 = _pv_order(p8, BN)
+        row_sum = tl.sum(tl.dot(p8, ones), 1)
     else:
         p8, e_p, alpha, m_i, row_sum = _conventional_policy(s, a, m_i, P_EMAX)
-    p8 = _pv_order(p8, BN)
+        p8 = _pv_order(p8, BN)
     v = desc_v.load([v_row, tile * BN]).T
     pv = tl.dot(p8, v)
     scale = _pow2(e_p) * tl.load(v_scale_ptr + tile)

@@ -1,7 +1,8 @@
 # Sourced by the device scripts on the H200 (Python 3.12, torch, triton, transformers preinstalled; no
 # network): install from the carried .whl/ folder only the packages that do not import there, so nothing
 # the image ships is shadowed, and put the repository on PYTHONPATH. scripts/device_e2e.sh says how .whl
-# is fetched.
+# is fetched. Name the tree with FSBENCH_COMMIT=<sha> in the device command: the copy there may carry
+# stale git metadata (harness.results.git_commit).
 SITE=/tmp/site
 
 # module:wheel-prefix pairs; a wheel is installed only when its module does not import (nothing is shadowed).

@@ -436,7 +436,7 @@ def assemble_one(data: dict[str, Any], source: str) -> dict[str, Any]:
             bf16 = base.get("bf16")
             row[f"speedup_vs_bf16_baseline_{stat}"] = bf16[f"total_{stat}_s"] / row[f"total_{stat}_s"] if bf16 else None
     return {"source": source, "command": data.get("command"), "date": data.get("date"),
-            "device": data.get("device"), "compile": data.get("compile"), "impl": data.get("impl"),
+            "git_commit": data.get("git_commit"), "device": data.get("device"), "compile": data.get("compile"), "impl": data.get("impl"),
             "parts": {**fixed, "vae_decode_s": {k: v["decode_s"] for k, v in vae.items()},
                       "step_overhead_s": data.get("step_overhead_s")},
             "missing_parts": missing + ([] if vae else ["vae_decode_s"]), "rows": rows,
@@ -444,7 +444,9 @@ def assemble_one(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def format_assembled(table: dict[str, Any]) -> str:
-    head = (f"## {table['source']} (compile: {table['compile']}, {table['date']})\n\n"
+    device = (table.get("device") or {}).get("name")
+    head = (f"## {table['source']} (compile: {table['compile']}, {table['date']}, commit {table.get('git_commit')}, "
+            f"{device})\n\n"
             + "".join(f"command: `{c}`  \n" for c in table.get("commands") or [table["command"]])
             + f"impl per format: {table['impl']}  \n"
             f"parts: {json.dumps(table['parts'])}  \nparts taken from another measurement: "

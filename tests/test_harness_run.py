@@ -153,3 +153,17 @@ def test_a_failure_mid_run_keeps_finished_videos_and_leaves_no_temp_files(tmp_pa
     assert not [p for p in files if p.name.startswith(".tmp-")]
     assert iio.imread(run / "videos" / f"{TINY_PROMPTS[made[0]]}-0.mp4", plugin="FFMPEG").shape == (5, 32, 32, 3)
     assert load_manifest(run)["results"] == {}
+
+
+def test_git_commit_names_the_checkout_or_the_commit_a_remote_copy_is_given(monkeypatch):
+    import re
+    import shutil
+
+    from harness import results
+
+    monkeypatch.delenv("FSBENCH_COMMIT", raising=False)
+    here = results.git_commit()
+    if shutil.which("git") and here is not None:
+        assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", here)
+    monkeypatch.setenv("FSBENCH_COMMIT", "18c5f62")
+    assert results.git_commit() == "18c5f62"
