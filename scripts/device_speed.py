@@ -436,7 +436,8 @@ def assemble_one(data: dict[str, Any], source: str) -> dict[str, Any]:
             bf16 = base.get("bf16")
             row[f"speedup_vs_bf16_baseline_{stat}"] = bf16[f"total_{stat}_s"] / row[f"total_{stat}_s"] if bf16 else None
     return {"source": source, "command": data.get("command"), "date": data.get("date"),
-            "git_commit": data.get("git_commit"), "device": data.get("device"), "compile": data.get("compile"), "impl": data.get("impl"),
+            "git_commit": data.get("git_commit"), "device": data.get("device"), "compile": data.get("compile"),
+            "impl": data.get("impl"),
             "parts": {**fixed, "vae_decode_s": {k: v["decode_s"] for k, v in vae.items()},
                       "step_overhead_s": data.get("step_overhead_s")},
             "missing_parts": missing + ([] if vae else ["vae_decode_s"]), "rows": rows,

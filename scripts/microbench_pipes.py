@@ -31,7 +31,8 @@ OPS = {
     "fmnmx": ("max.f32 $0, $1, 0f3A83126F;", "FMNMX"),
     "ex2": ("ex2.approx.ftz.f32 $0, $1;", "MUFU.EX2"),
     "f2i": ("cvt.rni.s32.f32 $0, $1;", "F2I"),
-    "cvt_e4m3x2": ("{ .reg .b16 h; cvt.rn.satfinite.e4m3x2.f32 h, $1, $1; cvt.u32.u16 $0, h; }", "F2FP + LOP3 (zero-extend)"),
+    "cvt_e4m3x2": ("{ .reg .b16 h; cvt.rn.satfinite.e4m3x2.f32 h, $1, $1; cvt.u32.u16 $0, h; }",
+                   "F2FP + LOP3 (zero-extend)"),
     "prmt": ("prmt.b32 $0, $1, $1, 0x3210;", "PRMT"),
     "shfl": ("shfl.sync.bfly.b32 $0, $1, 1, 0x1f, 0xffffffff;", "SHFL"),
 }
@@ -68,7 +69,9 @@ def measure(asm: str, iters: int, clock_mhz: float, repeats: int = 5) -> dict[st
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     grid = sms * 8
     out = torch.empty(grid * BLOCK, dtype=torch.int32, device="cuda")
-    run = lambda: _pipe_kernel[(grid,)](out, ITERS=iters, ASM=asm, BLOCK=BLOCK, num_warps=WARPS)  # noqa: E731
+    def run() -> None:
+        _pipe_kernel[(grid,)](out, ITERS=iters, ASM=asm, BLOCK=BLOCK, num_warps=WARPS)
+
     run()
     torch.cuda.synchronize()
     times = []
