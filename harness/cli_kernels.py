@@ -130,12 +130,14 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
 
 @kernels.command("check")
 @click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True)
+@click.option("--engine", type=click.Choice(["triton", "gluon"]), default="triton", show_default=True,
+              help="which kernel to check")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
-def check(formats: str, json_path: str | None) -> None:
-    """Triton kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
+def check(formats: str, engine: str, json_path: str | None) -> None:
+    """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
     from kernels import check as kcheck
 
-    rows = kcheck.run_checks(tuple(formats.split(",")))
+    rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps(rows, indent=1) + "\n")

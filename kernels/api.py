@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
-IMPLS = ("auto", "emulate", "triton", "sdpa")
+IMPLS = ("auto", "emulate", "triton", "gluon", "sdpa")
 LAYOUTS = ("BSHD", "BHSD")
 
 
@@ -116,7 +116,7 @@ def _dispatch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl:
     else:
         from kernels.triton_attention import triton_attention
 
-        out, stats = triton_attention(q, k, v, fmt, stats=want_stats, **options)
+        out, stats = triton_attention(q, k, v, fmt, stats=want_stats, engine=impl, **options)
     if layout == "BSHD":
         out = out.transpose(1, 2)
     return out, stats

@@ -2,8 +2,9 @@
 
 TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a
 warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
-The Triton rows time the whole call: prepass (Hadamard + quantization), attention kernel and the
-statistics. Accuracy is measured once per row against BF16 SDPA (cuDNN) on the first input set:
+The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
+"x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
+same schedule, only the softmax differs). Accuracy is measured once per row against BF16 SDPA (cuDNN) on the first input set:
 relative error ||out - ref|| / ||ref|| in percent and the cosine similarity.
 """
 from __future__ import annotations
@@ -34,11 +35,11 @@ def _sdpa(backend) -> Callable:
     return run
 
 
-def _triton(fmt: str, **options: Any) -> Callable:
+def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
     def run(q, k, v):
         from kernels.triton_attention import triton_attention
 
-        return triton_attention(q, k, v, fmt, stats=False, **options)[0]
+        return triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)[0]
     return run
 
 
@@ -53,7 +54,20 @@ def rows() -> list[Row]:
             Row("triton-fused-mxfp6", _triton("mxfp6")),
             Row("triton-fused-mxfp4", _triton("mxfp4")),
             Row("triton-fused-mxfp6-rowscale", _triton("mxfp6", mx_p_scale="row")),
-            Row("triton-fused-mxfp4-rowscale", _triton("mxfp4", mx_p_scale="row"))]
+            Row("triton-fused-mxfp4-rowscale", _triton("mxfp4", mx_p_scale="row")),
+            Row("gluon-conventional-fp8", _triton("mxfp8", "gluon", softmax="conventional")),
+            Row("gluon-fused-mxfp8", _triton("mxfp8", "gluon")),
+            Row("gluon-fused-mxfp8-nogate", _triton("mxfp8", "gluon", gate_doublings=None)),
+            Row("gluon-fused-mxfp6", _triton("mxfp6", "gluon")),
+            Row("gluon-fused-mxfp4", _triton("mxfp4", "gluon")),
+            Row("gluon-fused-mxfp6-rowscale", _triton("mxfp6", "gluon", mx_p_scale="row")),
+            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", "gluon", mx_p_scale="row"))]
+
+
+def engine_of(row_name: str) -> str | None:
+    """'triton' or 'gluon' for the FP8 kernel rows, None for the SDPA baselines."""
+    engine = row_name.split("-", 1)[0]
+    return engine if engine in ("triton", "gluon") else None
 
 
 def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, repeats: int) -> list[float]:
@@ -98,11 +112,15 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         med = statistics.median(ms)
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
                   "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
-        if row.name.startswith("triton-"):
+        if engine_of(row.name) == "triton":
             from kernels.triton_fused import attention_kernel
 
             result["launch"] = str(attention_kernel.best_config)  # the autotuner's pick for this row
-        fmt = row.name.removeprefix("triton-fused-")
+        elif engine_of(row.name) == "gluon":
+            from kernels.tiling import GLUON
+
+            result["launch"] = str(GLUON)
+        fmt = row.name.split("-fused-", 1)[-1]
         if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
             from kernels.emulator import emulate as run_emulator
 
@@ -114,10 +132,11 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
             progress(result)
         torch.cuda.empty_cache()
     base = next((r["tflops"] for r in results if r["row"] == "sdpa-cudnn-bf16"), None)
-    conv = next((r["tflops"] for r in results if r["row"] == "triton-conventional-fp8"), None)
+    conv = {engine_of(r["row"]): r["tflops"] for r in results if r["row"].endswith("-conventional-fp8")}
     for r in results:
         r["x_cudnn"] = r["tflops"] / base if base else None
-        r["x_conventional"] = r["tflops"] / conv if conv else None
+        own = conv.get(engine_of(r["row"]))
+        r["x_conventional"] = r["tflops"] / own if own else None
     return results
 
 

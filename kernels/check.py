@@ -1,4 +1,4 @@
-"""`fsbench kernels check`: the Triton kernels against the emulator on random and adversarial inputs.
+"""`fsbench kernels check`: the Triton (or Gluon) kernels against the emulator on random and adversarial inputs.
 
 Cases: standard-normal inputs at a moderate shape and with a tail tile (s=4000 = 31*128+32); a late
 sink (one key 40 doublings above tile 0's maximum, in the last tile); a staircase (maxima rising by 36
@@ -52,8 +52,9 @@ def cases() -> list[Case]:
     return out
 
 
-def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cuda") -> dict[str, Any]:
-    """Run the Triton kernel and the emulator on one case; returns differences and statistics."""
+def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cuda",
+            engine: str = "triton") -> dict[str, Any]:
+    """Run the kernel of `engine` and the emulator on one case; returns differences and statistics."""
     from kernels.emulator import emulate
     from kernels.triton_attention import triton_attention
 
@@ -63,11 +64,11 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
     if softmax == "conventional":
         options["softmax"] = "conventional"
         emu_options.update(frozen_max=False, schraudolph=False, rowsum_gemm=False)
-    out, stats = triton_attention(q, k, v, fmt, **options)
+    out, stats = triton_attention(q, k, v, fmt, engine=engine, **options)
     ref, ref_stats = emulate(q, k, v, fmt, **emu_options)
     exact = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     diff = (out.float() - ref.float())
-    return {"case": case.name, "shape": list(case.shape), "fmt": fmt, "softmax": softmax,
+    return {"case": case.name, "shape": list(case.shape), "fmt": fmt, "softmax": softmax, "engine": engine,
             "rel_diff_vs_emulator": (diff.norm() / ref.float().norm()).item(),
             "max_abs_diff_vs_emulator": diff.abs().max().item(),
             "rel_err_kernel_pct": 100 * ((out.float() - exact).norm() / exact.norm()).item(),
@@ -77,14 +78,15 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
             "gate_trips": stats.gate_trips, "gate_trips_emulator": ref_stats.gate_trips}
 
 
-def run_checks(formats: tuple[str, ...] = ("mxfp8", "mxfp6", "mxfp4"), device: str = "cuda") -> list[dict[str, Any]]:
+def run_checks(formats: tuple[str, ...] = ("mxfp8", "mxfp6", "mxfp4"), device: str = "cuda",
+               engine: str = "triton") -> list[dict[str, Any]]:
     """Every case in every format (fused), plus the conventional baseline in mxfp8 on the plain cases."""
     rows = []
     for case in cases():
         for fmt in formats:
-            rows.append(compare(case, fmt, "fused", device=device))
+            rows.append(compare(case, fmt, "fused", device=device, engine=engine))
         if not case.spikes:
-            rows.append(compare(case, "mxfp8", "conventional", device=device))
+            rows.append(compare(case, "mxfp8", "conventional", device=device, engine=engine))
     return rows
 
 

@@ -34,6 +34,10 @@ class Tiling:
         return self.block_m * head_dim + self.num_stages * 2 * self.block_n * head_dim
 
 
+GLUON = Tiling(64, BLOCK_N, num_warps=4, num_stages=2)  # the Gluon kernel: one warpgroup, two programs per SM
+GLUON_HEAD_DIM = 128
+
+
 def candidates() -> list[Tiling]:
     """Configurations the autotuner may try: one warpgroup (wgmma m64) per 64 query rows. 128 rows per
     program (one per SM), or 64 rows with 2 or 3 K/V stages (two per SM), or capped at 168 registers

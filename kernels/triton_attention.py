@@ -6,7 +6,8 @@ output in q's dtype with `AttentionStats`. The kernel implements the complete Fu
 emulator's rowsum_gemm=frozen_max=schraudolph=False); other ablation mixes raise ValueError. For
 mxfp6/mxfp4, `mx_p_scale="block"` (default: P's E8M0 per 32 keys, the emulator's definition) or "row"
 (one per row and key tile: fewer instructions, coarser P for blocks below the row's maximum).
-Float32 inputs are rounded to bfloat16 before the prepass.
+Float32 inputs are rounded to bfloat16 before the prepass. `engine="gluon"` launches the same
+computation written in Gluon (`kernels.gluon_fused`), whose schedule overlaps the GEMMs with the softmax.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ TRIP_DOUBLINGS = 32  # gate trips are counted against this cap when the gate is 
 FORMATS = ("mxfp8", "mxfp6", "mxfp4")
 SOFTMAX = ("fused", "conventional")
 MX_P_SCALES = ("block", "row")
+ENGINES = ("triton", "gluon")
 _OPTIONS = {"softmax", "rowsum_gemm", "frozen_max", "schraudolph", "proxy", "gate_doublings", "hadamard",
             "sm_scale", "mx_p_scale"}
 
@@ -108,14 +110,18 @@ def check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, *, stats: bool = True,
-                     **options: Any) -> tuple[torch.Tensor, AttentionStats | None]:
+                     engine: str = "triton", **options: Any) -> tuple[torch.Tensor, AttentionStats | None]:
     """Fused-Softmax (or conventional) FP8 attention of BHSD tensors on Hopper; returns (out, stats).
 
     With stats=False nothing waits for the GPU (the statistics need two host syncs and a pass over the
     output), and the second item is None."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     opts = parse_options(fmt, options)
     check_tensors(q, k, v)
-    out, flags, tiles = forward(q, k, v, opts)
+    if engine == "gluon" and q.shape[3] != tiling.GLUON_HEAD_DIM:
+        raise ValueError(f"the Gluon kernel supports head_dim {tiling.GLUON_HEAD_DIM}, got {q.shape[3]}; use engine='triton'")
+    out, flags, tiles = forward(q, k, v, opts, engine)
     if not stats:
         return out, None
     b, h, sq = q.shape[:3]
@@ -173,27 +179,51 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     return t
 
 
-def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-            opts: KernelOptions) -> tuple[torch.Tensor, torch.Tensor, int]:
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
+            engine: str = "triton") -> tuple[torch.Tensor, torch.Tensor, int]:
     """Prepass and attention kernel; returns (BHSD output, per-workgroup-tile gate flags, key tiles)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    from kernels.triton_fused import attention_kernel
-
     b, h, sq, d = q.shape
     sk = k.shape[2]
     bn, stat_m = tiling.BLOCK_N, tiling.STAT_M
     ops = quantize(q, k, v, opts)
     sqp, skp = ops["q"].shape[1], ops["k"].shape[1]  # multiples of PREPASS_ROWS, hence of every query tile
     nst, nk = sqp // stat_m, skp // bn
-    desc_q = TensorDescriptor.from_tensor(ops["q"].view(-1, d), [stat_m, d])  # block set per configuration
-    desc_k = TensorDescriptor.from_tensor(ops["k"].view(-1, d), [bn, d])
-    desc_v = TensorDescriptor.from_tensor(ops["v"].view(-1, skp), [d, bn])
     out = torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device)
     flags = torch.zeros(b * h * nst * nk if opts.fused else 1, dtype=torch.int8, device=q.device)
     p_emax, p_shift, p_clamp, p_blocks = opts.p_format
-    attention_kernel[lambda meta: (sqp // meta["BM"], b * h)](
-        desc_q, desc_k, desc_v, ops["q_scale"], ops["k_scale"], ops["v_scale"], out, flags, sq, sk, sqp, skp, nst,
-        nk, opts.gate_pattern, D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused,
-        GATE=opts.gate_doublings is not None, P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks)
+    launch = _launch_gluon if engine == "gluon" else _launch_triton
+    launch(ops["q"].view(-1, d), ops["k"].view(-1, d), ops["v"].view(-1, skp), ops["q_scale"], ops["k_scale"],
+           ops["v_scale"], out, flags, (sq, sk, sqp, skp, nst, nk, opts.gate_pattern), b * h,
+           dict(D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused, GATE=opts.gate_doublings is not None,
+                P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks))
     return out, flags, nk
+
+
+def _launch_triton(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, consts) -> None:
+    """The autotuned Triton kernel (the launch grid follows the configuration's query tile)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from kernels.triton_fused import attention_kernel
+
+    d, bn, sqp = consts["D"], consts["BN"], sizes[2]
+    desc_q = TensorDescriptor.from_tensor(q, [tiling.STAT_M, d])  # block set per configuration
+    desc_k = TensorDescriptor.from_tensor(k, [bn, d])
+    desc_v = TensorDescriptor.from_tensor(v, [d, bn])
+    attention_kernel[lambda meta: (sqp // meta["BM"], heads)](desc_q, desc_k, desc_v, q_scale, k_scale, v_scale,
+                                                              out, flags, *sizes, **consts)
+
+
+def _launch_gluon(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, consts) -> None:
+    """The Gluon kernel at its one launch shape (`tiling.GLUON`)."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from kernels.gluon_fused import attention_kernel
+
+    def descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
+        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gl.float8e4nv))
+
+    t, d, bn = tiling.GLUON, consts["D"], consts["BN"]
+    attention_kernel[(sizes[2] // t.block_m, heads)](
+        descriptor(q, [t.block_m, d]), descriptor(k, [bn, d]), descriptor(v, [d, bn]), q_scale, k_scale, v_scale,
+        out, flags, *sizes, BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **consts)

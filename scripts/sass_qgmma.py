@@ -3,7 +3,8 @@
 check that both GEMMs run on FP8 wgmma (QGMMA); count the instructions of the main loop that share
 the slow pipes (MUFU, F2I/I2F), the e4m3 conversions (F2FP) and the per-element ALU/FMA work.
 
-usage: python scripts/sass_qgmma.py [--out DIR] [--block-m 64|128] [--stages N] [--max-registers N] [--variants a,b]
+usage: python scripts/sass_qgmma.py [--engine triton|gluon] [--out DIR] [--block-m 64|128] [--stages N]
+                                   [--max-registers N] [--variants a,b]
 (exit code 1 when a kernel has no QGMMA)
 """
 from __future__ import annotations
@@ -29,28 +30,47 @@ VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
 }
 
 
+def _descriptor_types(engine: str, bm: int, bn: int, d: int) -> dict[str, str]:
+    """Signature types of the Q, K, V descriptors (Gluon's carry their shared-memory layout)."""
+    shapes = {"desc_q": [bm, d], "desc_k": [bn, d], "desc_v": [d, bn]}
+    if engine == "triton":
+        return {name: f"tensordesc<fp8e4nv{shape}>" for name, shape in shapes.items()}
+    from triton.experimental.gluon import language as gl
+
+    return {name: f"tensordesc<fp8e4nv{shape},{gl.NVMMASharedLayout.get_default_for(shape, gl.float8e4nv)!r}>"
+            for name, shape in shapes.items()}
+
+
 def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, block_m: int = 128,
-                    max_registers: int | None = None):
+                    max_registers: int | None = None, engine: str = "triton"):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from kernels import tiling, triton_attention
-    from kernels.triton_fused import attention_kernel
 
     fused, gate, p_emax, p_shift, p_clamp, p_blocks = flags
     bm, bn, d = block_m, tiling.BLOCK_N, head_dim
-    fn = attention_kernel.fn
-    signature = {"desc_q": f"tensordesc<fp8e4nv[{bm}, {d}]>", "desc_k": f"tensordesc<fp8e4nv[{bn}, {d}]>",
-                 "desc_v": f"tensordesc<fp8e4nv[{d}, {bn}]>", "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
+    signature = {**_descriptor_types(engine, bm, bn, d), "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
                  "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
     signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_ST", "N_KT", "gate_p")})
     constexprs = {"D": d, "BM": bm, "BN": bn, "STAT_M": tiling.STAT_M, "D_BIAS": triton_attention.D_BIAS,
                   "FUSED": fused, "GATE": gate,
                   "P_EMAX": p_emax, "P_SHIFT": p_shift, "P_CLAMP": p_clamp,
                   "P_BLOCKS": p_blocks}
+    if engine == "gluon":
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        from kernels.gluon_fused import attention_kernel as fn
+
+        constexprs["STAGES"] = num_stages
+        source = GluonASTSource
+    else:
+        from kernels.triton_fused import attention_kernel
+
+        fn, source = attention_kernel.fn, ASTSource
     signature.update({k: "constexpr" for k in constexprs})
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    src = source(fn=fn, signature=signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": bm // 16, "num_stages": num_stages, "maxnreg": max_registers})
 
@@ -122,6 +142,7 @@ def main_loop(sass: str) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engine", default="triton", choices=("triton", "gluon"), help="which kernel to compile")
     parser.add_argument("--out", default="/tmp/fsbench-sass", help="folder for the .cubin and .sass files")
     parser.add_argument("--block-m", type=int, default=128, choices=(64, 128), help="query rows per program")
     parser.add_argument("--stages", type=int, default=2, help="K/V pipeline stages")
@@ -132,7 +153,8 @@ def main() -> int:
     ok = True
     print(f"{'variant':<22} {'scope':<6} " + " ".join(f"{c:>6}" for c in COUNTED))
     for name in args.variants.split(","):
-        kernel = compile_variant(VARIANTS[name], args.stages, block_m=args.block_m, max_registers=args.max_registers)
+        kernel = compile_variant(VARIANTS[name], args.stages, block_m=args.block_m, max_registers=args.max_registers,
+                                 engine=args.engine)
         sass = sass_of(kernel.asm["cubin"], args.out, name)
         with open(os.path.join(args.out, f"{name}.sass"), "w") as f:
             f.write(sass)

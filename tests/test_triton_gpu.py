@@ -1,4 +1,4 @@
-"""The Hopper Triton kernels against the emulator (needs an sm_90 GPU; results live in results/h200/)."""
+"""The Hopper Triton and Gluon kernels against the emulator (needs an sm_90 GPU; results live in results/h200/)."""
 from __future__ import annotations
 
 import pytest
@@ -16,47 +16,53 @@ from kernels.triton_attention import triton_attention  # noqa: E402
 CONVENTIONAL = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
 
 
+@pytest.fixture(params=["triton", "gluon"])
+def engine(request) -> str:
+    """Every test runs on both kernels: the autotuned Triton one and the Gluon one."""
+    return request.param
+
+
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
 @pytest.mark.parametrize("s", [4096, 4000, 100])
-def test_fused_mxfp8_matches_the_emulator_including_a_tail_tile(s):
+def test_fused_mxfp8_matches_the_emulator_including_a_tail_tile(s, engine):
     q, k, v = make_inputs(Case("random", (1, 2, s, 128), {}), 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8")
+    out, stats = triton_attention(q, k, v, "mxfp8", engine=engine)
     ref, ref_stats = emulate(q, k, v, "mxfp8")
     assert _rel(out, ref) < 1e-2  # measured 5.6e-3: ~FP22 QK scores flip a few P roundings
     assert stats.key_tiles == ref_stats.key_tiles and stats.workgroup_tiles == ref_stats.workgroup_tiles
 
 
-def test_conventional_fp8_matches_the_emulators_online_softmax():
+def test_conventional_fp8_matches_the_emulators_online_softmax(engine):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 1, "cuda")
-    out, _ = triton_attention(q, k, v, "mxfp8", softmax="conventional")
+    out, _ = triton_attention(q, k, v, "mxfp8", engine=engine, softmax="conventional")
     ref, _ = emulate(q, k, v, "mxfp8", **CONVENTIONAL)
     assert _rel(out, ref) < 1e-2  # measured 5.9e-3
 
 
 @pytest.mark.parametrize("fmt", ["mxfp6", "mxfp4"])
-def test_mx_formats_match_the_emulator_with_block_scaled_p(fmt):
+def test_mx_formats_match_the_emulator_with_block_scaled_p(fmt, engine):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 2, "cuda")
-    out, _ = triton_attention(q, k, v, fmt)
+    out, _ = triton_attention(q, k, v, fmt, engine=engine)
     ref, _ = emulate(q, k, v, fmt)
     assert _rel(out, ref) < 1e-2
 
 
 @pytest.mark.parametrize("fmt", ["mxfp6", "mxfp4"])
-def test_row_scaled_mx_p_stays_close_to_the_emulator(fmt):
+def test_row_scaled_mx_p_stays_close_to_the_emulator(fmt, engine):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 2, "cuda")
-    out, _ = triton_attention(q, k, v, fmt, mx_p_scale="row")
+    out, _ = triton_attention(q, k, v, fmt, engine=engine, mx_p_scale="row")
     ref, _ = emulate(q, k, v, fmt)
     assert _rel(out, ref) < 5e-2  # measured 3.5e-2: one E8M0 per row and key tile, not per 32 keys
 
 
 @pytest.mark.parametrize("gate", [32, None])
-def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate):
+def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate, engine):
     case = Case("late-sink", (1, 2, 4000, 128), {"gate_doublings": gate}, ((3990, 40.0),))
     q, k, v = make_inputs(case, 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8", gate_doublings=gate)
+    out, stats = triton_attention(q, k, v, "mxfp8", engine=engine, gate_doublings=gate)
     ref, ref_stats = emulate(q, k, v, "mxfp8", gate_doublings=gate)
     assert torch.isfinite(out).all() and not stats.overflowed
     assert (stats.rollbacks, stats.gate_trips) == (ref_stats.rollbacks, ref_stats.gate_trips)
@@ -64,18 +70,18 @@ def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate):
     assert _rel(out, ref) < 2e-3
 
 
-def test_staircase_of_maxima_stays_finite_and_matches():
+def test_staircase_of_maxima_stays_finite_and_matches(engine):
     case = Case("staircase", (1, 2, 2048, 128), {}, tuple((512 * i + 7, 36.0 * i) for i in range(1, 4)))
     q, k, v = make_inputs(case, 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8")
+    out, stats = triton_attention(q, k, v, "mxfp8", engine=engine)
     ref, ref_stats = emulate(q, k, v, "mxfp8")
     assert torch.isfinite(out).all() and stats.rollbacks == ref_stats.rollbacks > 0
     assert _rel(out, ref) < 2e-3
 
 
-def test_bshd_entry_point_returns_bshd_in_the_input_dtype():
+def test_bshd_entry_point_returns_bshd_in_the_input_dtype(engine):
     q, k, v = (t.transpose(1, 2) for t in make_inputs(Case("random", (1, 2, 300, 128), {}), 3, "cuda"))
-    out, stats = attention_with_stats(q, k, v, "mxfp8", impl="triton")
+    out, stats = attention_with_stats(q, k, v, "mxfp8", impl=engine)
     assert out.shape == q.shape and out.dtype == q.dtype and stats.key_tiles == 3
 
 
@@ -101,3 +107,15 @@ def test_every_launch_configuration_matches_the_emulator_and_counts_rollbacks_pe
     assert _rel(out, ref) < 2e-3, one_config
     q, k, v = make_inputs(Case("random", (1, 2, 1000, 128), {}), 3, "cuda")
     assert _rel(triton_attention(q, k, v, fmt)[0], emulate(q, k, v, fmt)[0]) < 1e-2, one_config
+
+
+@pytest.mark.parametrize("s", [128, 256, 4000])
+def test_gluon_kernel_handles_one_two_and_many_key_tiles(s):
+    """The Gluon kernel peels its first and last key tiles: one tile, two tiles and a tail must all hold."""
+    q, k, v = make_inputs(Case("random", (1, 2, s, 128), {}), 4, "cuda")
+    for fmt in ("mxfp8", "mxfp6"):
+        ref = triton_attention(q, k, v, fmt)[0]
+        out, stats = triton_attention(q, k, v, fmt, engine="gluon")
+        assert _rel(out, ref) < 2e-3 and stats.key_tiles == -(-s // 128)
+    q, k, v = make_inputs(Case("random", (1, 2, 100, 128), {}), 4, "cuda")
+    assert _rel(triton_attention(q, k, v, "mxfp8", engine="gluon")[0], emulate(q, k, v, "mxfp8")[0]) < 1e-2

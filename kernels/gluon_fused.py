@@ -1,0 +1,339 @@
+"""The Hopper attention kernels in Gluon: the softmax of one key tile runs under the next tile's QK GEMM.
+
+Same numerics, operands and policies as `kernels.triton_fused` (see its docstring); what changes is the
+schedule, which plain Triton 3.6 does not produce (it waits right after each wgmma). Per key tile j, one
+warpgroup per 64 query rows:
+
+    issue S_{j+1} = Q K_{j+1}^T         (async wgmma; K from the TMA ring)
+    issue PV_j = P_j V_j, sum_j = P_j 1 (async wgmma, fresh accumulators, P_j from registers)
+    wait for S_{j+1}                    (PV_j still running)
+    softmax policy of tile j+1 -> P_{j+1}   (runs under PV_j, and under the other programs' GEMMs)
+    wait for PV_j; refill the ring slot of tile j with tile j + STAGES (TMA); O += PV_j in float32
+
+K and V tiles arrive through a ring of STAGES slots filled by TMA (one mbarrier per slot and operand).
+The last key tile (masked) is peeled out of the loop, as is tile 0 (it seeds the frozen maximum).
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+MAGIC: gl.constexpr = gl.constexpr(12582912.0)        # 1.5 * 2^23
+MAGIC_BITS: gl.constexpr = gl.constexpr(0x4B400000)   # its float32 bit pattern
+P_SAT_E2M3: gl.constexpr = gl.constexpr(15856)        # BF16 pattern of 7.5 * 2^-6: E2M3's largest value in E4M3 units
+TWO_M16: gl.constexpr = gl.constexpr(1.52587890625e-05)  # 2^-16
+SUM_N: gl.constexpr = gl.constexpr(16)                # columns of the row-sum MMA (column 0 holds the sum)
+
+
+@gluon.jit
+def _pow2(e):
+    """2^e for integer tensors from the exponent bits (exact); e < -126 gives 0."""
+    return ((gl.minimum(gl.maximum(e, -127), 127) + 127) << 23).to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _fma_sat(x, y, z):
+    """fma(x, y, z) clamped to [0, 1] by the FFMA itself (.sat; -inf and NaN give 0)."""
+    return gl.inline_asm_elementwise("fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", [x, y, z],
+                                     dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _to_e4m3(x):
+    """float32 -> E4M3 (round to nearest even, saturating), four values per 32-bit register: two packed
+    converts and one move, where the compiler's own lowering splits each pair into bytes and rebuilds it."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .b16 lo, hi; cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1; cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3; "
+        "mov.b32 $0, {lo, hi}; }", "=r,r,r,r,r", [x], dtype=gl.float8e4nv, is_pure=True, pack=4)
+
+
+@gluon.jit
+def _mark(ptr, need):
+    """Store 1 at the scalar `ptr` from every row where `need` holds (a predicated st.global)."""
+    addr = ptr.to(gl.int64, bitcast=True) + gl.zeros_like(need.to(gl.int64))
+    gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p st.global.b8 [$2], $3; mov.b32 $0, 0; }",
+                              "=r,r,l,r", [need.to(gl.int32), addr, gl.full_like(need, 1, dtype=gl.int32)],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _broadcast_to(x, shape: gl.constexpr):
+    """x broadcast to `shape` in its own layout (Gluon has no broadcast_to; the int8 partner is dead code)."""
+    return gl.broadcast(x, gl.full(shape, 0, gl.int8, x.type.layout))[0]
+
+
+@gluon.jit
+def _per_block(x, like):
+    """Per-(row, 32-key block) values [M, N/32] spread over the keys of `like` [M, N], in like's layout."""
+    x3 = _broadcast_to(gl.expand_dims(x, 2), [like.shape[0], like.shape[1] // 32, 32])
+    return gl.convert_layout(gl.reshape(x3, like.shape), like.type.layout)
+
+
+@gluon.jit
+def _rows_as(x, like):
+    """A per-row vector in the row layout of the 2-D tensor `like` (a register no-op for our layouts)."""
+    return gl.convert_layout(x, gl.SliceLayout(1, like.type.layout))
+
+
+@gluon.jit
+def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D_BIAS: gl.constexpr,
+                  SEED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
+                  P_BLOCKS: gl.constexpr):
+    """Frozen max, gate and rollback, Stage-A and Stage-B of P (`triton_fused._fused_policy`, step by step).
+    Returns (P as E4M3 in `p_layout`, per-row log2 scale of P, alpha = 2^-delta, m, c, fired). P is
+    narrowed to E4M3 in the operand layout, where the e4m3x2 converts pack it straight into its registers."""
+    if P_BLOCKS:
+        bmax = gl.max(gl.reshape(s, [s.shape[0], s.shape[1] // 32, 32]), 2)
+        smax = _rows_as(gl.max(bmax, 1), s)
+    else:
+        smax = gl.max(s, 1)
+    a = _rows_as(a, s)
+    m_i = _rows_as(m_i, s)
+    c_i = _rows_as(c_i, s)
+    a128 = a * 128.0
+    if SEED:
+        m_i = smax * a
+        c_i = D_BIAS - 128.0 * m_i
+    pmax = (gl.fma(smax, a128, c_i) + MAGIC).to(gl.int32, bitcast=True) - MAGIC_BITS
+    need = pmax > gate_p
+    if GATE:
+        fired = gl.max(need.to(gl.int32), 0)
+        if fired > 0:
+            gl.store(flags + tile, 1)
+        delta = gl.where(need, gl.ceil((pmax.to(gl.float32) - D_BIAS) * 0.0078125).to(gl.int32), 0)
+        m_i = m_i + delta.to(gl.float32)
+        c_i = c_i - 128.0 * delta.to(gl.float32)
+        pmax = pmax - 128 * delta
+        alpha = _pow2(-delta)
+    else:
+        _mark(flags + tile, need)
+        fired = 0
+        alpha = gl.full_like(c_i, 1.0)
+    e_p = gl.maximum((pmax >> 7) - 127 - P_EMAX, -127) + P_SHIFT
+    a16 = _broadcast_to(gl.expand_dims(a128 * TWO_M16, 1), s.shape)
+    if P_BLOCKS:
+        a_b = gl.convert_layout(a128, gl.SliceLayout(1, bmax.type.layout))
+        c_ib = gl.convert_layout(c_i, gl.SliceLayout(1, bmax.type.layout))
+        pb = (gl.fma(bmax, gl.expand_dims(a_b, 1), gl.expand_dims(c_ib, 1)) + MAGIC).to(gl.int32, bitcast=True)
+        s_b = gl.maximum(((pb - MAGIC_BITS) >> 7) - 127 - P_EMAX, -127)
+        c_b = (gl.expand_dims(c_ib, 1) - 128.0 * (s_b + 6).to(gl.float32)) * TWO_M16
+        c_p = _per_block(c_b, s)
+    else:
+        c_p = _broadcast_to(gl.expand_dims((c_i - 128.0 * e_p.to(gl.float32)) * TWO_M16, 1), s.shape)
+    t = _fma_sat(s, a16, c_p) + 192.0
+    bits = t.to(gl.int32, bitcast=True) << 16
+    if P_CLAMP:
+        bits = gl.minimum(bits, P_SAT_E2M3 << 16)
+    p = bits.to(gl.float32, bitcast=True)
+    p8 = _to_e4m3(gl.convert_layout(p, p_layout, assert_trivial=True))
+    if P_BLOCKS:
+        e_pb = gl.convert_layout(e_p, gl.SliceLayout(1, bmax.type.layout))
+        factor = _pow2(s_b + 6 - gl.expand_dims(e_pb, 1)).to(gl.float16)
+        factor = gl.convert_layout(_per_block(factor, p), p_layout, assert_trivial=True)
+        p8 = (p8.to(gl.float16) * factor).to(gl.float8e4nv)
+    return p8, e_p, alpha, m_i, c_i, fired
+
+
+@gluon.jit
+def _conventional_policy(s, a, m_i, p_layout: gl.constexpr, P_EMAX: gl.constexpr):
+    """Online max, MUFU exp2, P per-row FP8; returns (P, log2 scale of P, alpha, m, float32 row sum of P)."""
+    a = _rows_as(a, s)
+    tmax = gl.max(s, 1) * a
+    m_i = _rows_as(m_i, s)
+    m_new = gl.maximum(m_i, tmax)
+    alpha = gl.exp2(m_i - m_new)
+    e_p = gl.maximum(gl.floor(tmax - m_new).to(gl.int32) - P_EMAX, -127)
+    p = gl.exp2(gl.fma(s, gl.expand_dims(a, 1), gl.expand_dims(-(m_new + e_p.to(gl.float32)), 1)))
+    return _to_e4m3(gl.convert_layout(p, p_layout, assert_trivial=True)), e_p, alpha, m_new, gl.sum(p, 1)
+
+
+@gluon.jit
+def _pv_order(s):
+    """Keys reordered within each 32-key block, 16h + 8e + 2t + j -> 16h + 4t + 2e + j (V's keys are stored in
+    the same order): thread t of a quad then holds the scores of the keys it feeds to the PV GEMM as the
+    register A operand. The permutation moves no data; done on the float32 scores, before any per-element
+    work, so that the e4m3x2 converts pack P straight into the operand's registers."""
+    x = gl.reshape(s, [s.shape[0], s.shape[1] // 32, 2, 2, 4, 2])
+    return gl.reshape(gl.permute(x, [0, 1, 2, 4, 3, 5]), s.shape)
+
+
+@gluon.jit
+def _policy(s, tile, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layout: gl.constexpr,
+            BN: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
+            GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
+            P_BLOCKS: gl.constexpr):
+    """Scores of one key tile -> (P operand, e_p, alpha, m, c, fired, float32 row sum or 0)."""
+    if MASK:
+        cols = tile * BN + gl.arange(0, BN, gl.SliceLayout(0, s.type.layout))
+        s = gl.where(gl.expand_dims(cols < S_K, 0), s, float("-inf"))
+    s = _pv_order(s)
+    a = q_scale * gl.load(k_scale_ptr + tile)
+    if FUSED:
+        p8, e_p, alpha, m_i, c_i, fired = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout, D_BIAS, SEED, GATE,
+                                                        P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+        row_sum = gl.zeros_like(c_i)
+    else:
+        p8, e_p, alpha, m_i, row_sum = _conventional_policy(s, a, m_i, p_layout, P_EMAX)
+        fired = 1
+    rows: gl.constexpr = gl.SliceLayout(1, p_layout.parent)
+    e_p = gl.convert_layout(e_p, rows, assert_trivial=True)
+    alpha = gl.convert_layout(alpha, rows, assert_trivial=True)
+    m_i = gl.convert_layout(m_i, rows, assert_trivial=True)
+    c_i = gl.convert_layout(c_i, rows, assert_trivial=True)
+    row_sum = gl.convert_layout(row_sum, rows, assert_trivial=True)
+    return p8, e_p, alpha, m_i, c_i, fired, row_sum
+
+
+@gluon.jit
+def _load(desc, smem, bars, tile, coord, N_KT, STAGES: gl.constexpr):
+    """TMA of one operand's key tile `tile` (when it exists) into its ring slot."""
+    slot = tile % STAGES
+    pred = tile < N_KT
+    mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(desc, coord, bars.index(slot), smem.index(slot), pred=pred)
+
+
+@gluon.jit
+def _load_k(ring, desc_k, tile, kv_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
+    _load(desc_k, ring[0], ring[2], tile, [kv_row + tile * BN, 0], N_KT, STAGES)
+
+
+@gluon.jit
+def _load_v(ring, desc_v, tile, v_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
+    _load(desc_v, ring[1], ring[3], tile, [v_row, tile * BN], N_KT, STAGES)
+
+
+@gluon.jit
+def _scores_async(q_smem, ring, tile, s_layout: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
+                  STAGES: gl.constexpr):
+    """Wait for K of `tile` and issue its QK GEMM (fresh accumulator); returns the wgmma token."""
+    slot = tile % STAGES
+    mbarrier.wait(ring[2].index(slot), (tile // STAGES) & 1)
+    zero = gl.zeros([BM, BN], gl.float32, s_layout)
+    return warpgroup_mma(q_smem, ring[0].index(slot).permute((1, 0)), zero, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale, k_scale_ptr, v_scale_ptr,
+          flags, kv_row, v_row, S_K, N_KT, gate_p, BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
+          STAGES: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
+          NEXT: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
+          P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
+    """Key tile j (scores s already waited for): tile j+1's QK GEMM is issued first and runs under this
+    tile's softmax; then PV_j and the row sum; O += PV_j in float32. Returns tile j+1's scores (when NEXT)."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
+    o_layout: gl.constexpr = acc.type.layout
+    sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
+    p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
+    if NEXT:
+        s_tok = _scores_async(q_smem, ring, j + 1, s_layout, BM, BN, STAGES)
+    p, e_p, alpha, m_i, c_i, fired, row_sum = _policy(s, j, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K,
+                                                      p_layout, BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX,
+                                                      P_SHIFT, P_CLAMP, P_BLOCKS)
+    slot = j % STAGES
+    mbarrier.wait(ring[3].index(slot), (j // STAGES) & 1)
+    pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([BM, D], gl.float32, o_layout),
+                           use_acc=False, is_async=True)
+    if FUSED:
+        p_sum = gl.convert_layout(p, gl.DotOperandLayout(0, sum_layout, 4), assert_trivial=True)
+        sum_tok = warpgroup_mma(p_sum, ones_smem.permute((1, 0)), gl.zeros([BM, SUM_N], gl.float32, sum_layout),
+                                use_acc=False, is_async=True)
+        if NEXT:
+            s, pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(s_tok, pv_tok, sum_tok))
+        else:
+            pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, sum_tok))
+        is_col0 = gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(0, sum_layout)), 0) == 0
+        row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
+    else:
+        if NEXT:
+            s, pv = warpgroup_mma_wait(num_outstanding=0, deps=(s_tok, pv_tok))
+        else:
+            pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, ))
+    if NEXT:
+        _load_k(ring, desc_k, j + 1 + STAGES, kv_row, N_KT, BN, STAGES)
+    _load_v(ring, desc_v, j + STAGES, v_row, N_KT, BN, STAGES)
+    p_scale = _pow2(e_p)
+    if fired > 0:  # fused: O is rescaled only when a row of the program rolled back on this tile
+        acc = acc * gl.expand_dims(alpha, 1)
+    acc = gl.fma(pv, gl.expand_dims(p_scale * gl.load(v_scale_ptr + j), 1), acc)
+    l_i = l_i * alpha + row_sum * p_scale
+    return s, acc, l_i, m_i, c_i
+
+
+@gluon.jit
+def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flag_ptr,
+                     S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p,
+                     D: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, STAT_M: gl.constexpr,
+                     D_BIAS: gl.constexpr, FUSED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr,
+                     P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr, STAGES: gl.constexpr):
+    """One program = one query tile of one (batch, head), one warpgroup per 64 query rows."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
+    row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    qt, bh = gl.program_id(0), gl.program_id(1)
+    kv_row, v_row = bh * S_KPAD, bh * D
+    k_scale_ptr += bh * N_KT
+    v_scale_ptr += bh * N_KT
+    flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
+
+    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BM, D], desc_q.layout)
+    ring = (gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BN, D], desc_k.layout),
+            gl.allocate_shared_memory(gl.float8e4nv, [STAGES, D, BN], desc_v.layout),
+            gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()),
+            gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()))
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ring[2].index(i), count=1)
+        mbarrier.init(ring[3].index(i), count=1)
+    ones_layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
+    ones = gl.where(gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(1, ones_layout)), 1) == 0, 1.0, 0.0)
+    ones = _broadcast_to(ones, [SUM_N, BN]).to(gl.float8e4nv)  # the row-sum MMA's B: column 0 all ones
+    ones_smem = gl.allocate_shared_memory(gl.float8e4nv, [SUM_N, BN],
+                                          gl.NVMMASharedLayout.get_default_for([SUM_N, BN], gl.float8e4nv), ones)
+    fence_async_shared()
+
+    mbarrier.expect(q_bar, desc_q.block_type.nbytes)
+    tma.async_copy_global_to_shared(desc_q, [bh * S_QPAD + qt * BM, 0], q_bar, q_smem)
+    for i in gl.static_range(STAGES):
+        _load_k(ring, desc_k, i, kv_row, N_KT, BN, STAGES)
+        _load_v(ring, desc_v, i, v_row, N_KT, BN, STAGES)
+    rows = qt * BM + gl.arange(0, BM, row_layout)
+    q_scale = gl.load(q_scale_ptr + bh * S_QPAD + rows)
+    mbarrier.wait(q_bar, 0)
+    mbarrier.invalidate(q_bar)
+    s = warpgroup_mma_wait(0, deps=(_scores_async(q_smem, ring, 0, s_layout, BM, BN, STAGES), ))
+    _load_k(ring, desc_k, STAGES, kv_row, N_KT, BN, STAGES)
+
+    acc = gl.zeros([BM, D], gl.float32, o_layout)
+    l_i = gl.zeros([BM], gl.float32, row_layout)
+    m_i = gl.full([BM], float("-inf"), gl.float32, row_layout)
+    c_i = gl.zeros([BM], gl.float32, row_layout)
+    if N_KT == 1:
+        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale,
+                                      k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM, BN, D,
+                                      STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                                      P_BLOCKS)
+    else:
+        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale,
+                                      k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM, BN, D,
+                                      STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                                      P_BLOCKS)
+        for j in range(1, N_KT - 1):
+            s, acc, l_i, m_i, c_i = _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v,
+                                          q_scale, k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p,
+                                          BM, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE, P_EMAX,
+                                          P_SHIFT, P_CLAMP, P_BLOCKS)
+        s, acc, l_i, m_i, c_i = _step(N_KT - 1, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v,
+                                      q_scale, k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM,
+                                      BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX, P_SHIFT,
+                                      P_CLAMP, P_BLOCKS)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ring[2].index(i))
+        mbarrier.invalidate(ring[3].index(i))
+    out = acc * gl.expand_dims(1.0 / l_i, 1)
+    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
+    ptrs = out_ptr + gl.expand_dims((bh * S_Q + rows) * D, 1) + gl.expand_dims(cols, 0)
+    gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=gl.expand_dims(rows < S_Q, 1))
