@@ -4,8 +4,8 @@ TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events arou
 warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
 The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
 "x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
-same schedule, only the softmax differs). Accuracy is measured once per row against BF16 SDPA (cuDNN) on the first input set:
-relative error ||out - ref|| / ||ref|| in percent and the cosine similarity.
+same schedule, only the softmax differs). Accuracy is measured once per row against BF16 SDPA (cuDNN)
+on the first input set: relative error ||out - ref|| / ||ref|| in percent and the cosine similarity.
 """
 from __future__ import annotations
 

@@ -1,17 +1,19 @@
-"""The Hopper attention kernels in Gluon: the softmax of one key tile runs under the next tile's QK GEMM.
+"""The Hopper attention kernels in Gluon: each key tile's softmax runs under the next tile's QK GEMM.
 
-Same numerics, operands and policies as `kernels.triton_fused` (see its docstring); what changes is the
-schedule, which plain Triton 3.6 does not produce (it waits right after each wgmma). Per key tile j, one
-warpgroup per 64 query rows:
+Same numerics, operands and policies as `kernels.triton_fused` (see its docstring; outputs agree bit for
+bit with it on the conventional policy); what changes is the schedule, which plain Triton 3.6 does not
+produce (it waits right after each wgmma). Per key tile j, one warpgroup per 64 query rows:
 
-    issue S_{j+1} = Q K_{j+1}^T         (async wgmma; K from the TMA ring)
-    issue PV_j = P_j V_j, sum_j = P_j 1 (async wgmma, fresh accumulators, P_j from registers)
-    wait for S_{j+1}                    (PV_j still running)
-    softmax policy of tile j+1 -> P_{j+1}   (runs under PV_j, and under the other programs' GEMMs)
-    wait for PV_j; refill the ring slot of tile j with tile j + STAGES (TMA); O += PV_j in float32
+    issue S_{j+1} = Q K_{j+1}^T            (async wgmma, K from a TMA ring of STAGES slots)
+    softmax policy of tile j -> P_j        (runs under the QK GEMM of tile j+1)
+    issue PV_j = P_j V_j, sum_j = P_j 1    (async wgmma, fresh accumulators, P_j from registers)
+    wait for all three; refill the ring; O += PV_j in float32
 
-K and V tiles arrive through a ring of STAGES slots filled by TMA (one mbarrier per slot and operand).
-The last key tile (masked) is peeled out of the loop, as is tile 0 (it seeds the frozen maximum).
+PV_j is not overlapped inside the program: keeping its fresh accumulator (64 registers a thread) in flight
+beside O, S_{j+1} and S_j would need about 280 registers. At 243 registers two programs share an SM, and
+their GEMMs and softmaxes interleave. Measured on the H200 (results/h200/kernels_bench.md), this schedule
+does not beat the Triton kernel's three unpipelined programs per SM. Tile 0 (it seeds the frozen maximum)
+and the last, masked tile are peeled out of the loop.
 """
 from __future__ import annotations
 
@@ -79,11 +81,12 @@ def _rows_as(x, like):
 
 @gluon.jit
 def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D_BIAS: gl.constexpr,
-                  SEED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
-                  P_BLOCKS: gl.constexpr):
+                  SEED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
+                  P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
     """Frozen max, gate and rollback, Stage-A and Stage-B of P (`triton_fused._fused_policy`, step by step).
-    Returns (P as E4M3 in `p_layout`, per-row log2 scale of P, alpha = 2^-delta, m, c, fired). P is
-    narrowed to E4M3 in the operand layout, where the e4m3x2 converts pack it straight into its registers."""
+    Returns (P as E4M3 in `p_layout`, per-row log2 scale of P, alpha = 2^-delta, m, c). P is narrowed to
+    E4M3 in the operand layout, where the e4m3x2 converts pack it straight into its registers. Gate flags
+    are predicated stores from the rows that fire (no block-wide reduction: see `_step`)."""
     if P_BLOCKS:
         bmax = gl.max(gl.reshape(s, [s.shape[0], s.shape[1] // 32, 32]), 2)
         smax = _rows_as(gl.max(bmax, 1), s)
@@ -98,18 +101,14 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
         c_i = D_BIAS - 128.0 * m_i
     pmax = (gl.fma(smax, a128, c_i) + MAGIC).to(gl.int32, bitcast=True) - MAGIC_BITS
     need = pmax > gate_p
+    _mark(flags + tile, need)
     if GATE:
-        fired = gl.max(need.to(gl.int32), 0)
-        if fired > 0:
-            gl.store(flags + tile, 1)
         delta = gl.where(need, gl.ceil((pmax.to(gl.float32) - D_BIAS) * 0.0078125).to(gl.int32), 0)
         m_i = m_i + delta.to(gl.float32)
         c_i = c_i - 128.0 * delta.to(gl.float32)
         pmax = pmax - 128 * delta
         alpha = _pow2(-delta)
     else:
-        _mark(flags + tile, need)
-        fired = 0
         alpha = gl.full_like(c_i, 1.0)
     e_p = gl.maximum((pmax >> 7) - 127 - P_EMAX, -127) + P_SHIFT
     a16 = _broadcast_to(gl.expand_dims(a128 * TWO_M16, 1), s.shape)
@@ -133,7 +132,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
         factor = _pow2(s_b + 6 - gl.expand_dims(e_pb, 1)).to(gl.float16)
         factor = gl.convert_layout(_per_block(factor, p), p_layout, assert_trivial=True)
         p8 = (p8.to(gl.float16) * factor).to(gl.float8e4nv)
-    return p8, e_p, alpha, m_i, c_i, fired
+    return p8, e_p, alpha, m_i, c_i
 
 
 @gluon.jit
@@ -164,26 +163,25 @@ def _policy(s, tile, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layou
             BN: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
             GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
             P_BLOCKS: gl.constexpr):
-    """Scores of one key tile -> (P operand, e_p, alpha, m, c, fired, float32 row sum or 0)."""
+    """Scores of one key tile -> (P operand, e_p, alpha, m, c, float32 row sum or 0)."""
     if MASK:
         cols = tile * BN + gl.arange(0, BN, gl.SliceLayout(0, s.type.layout))
         s = gl.where(gl.expand_dims(cols < S_K, 0), s, float("-inf"))
     s = _pv_order(s)
     a = q_scale * gl.load(k_scale_ptr + tile)
     if FUSED:
-        p8, e_p, alpha, m_i, c_i, fired = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout, D_BIAS, SEED, GATE,
-                                                        P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+        p8, e_p, alpha, m_i, c_i = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout, D_BIAS, SEED,
+                                                 GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
         row_sum = gl.zeros_like(c_i)
     else:
         p8, e_p, alpha, m_i, row_sum = _conventional_policy(s, a, m_i, p_layout, P_EMAX)
-        fired = 1
     rows: gl.constexpr = gl.SliceLayout(1, p_layout.parent)
     e_p = gl.convert_layout(e_p, rows, assert_trivial=True)
     alpha = gl.convert_layout(alpha, rows, assert_trivial=True)
     m_i = gl.convert_layout(m_i, rows, assert_trivial=True)
     c_i = gl.convert_layout(c_i, rows, assert_trivial=True)
     row_sum = gl.convert_layout(row_sum, rows, assert_trivial=True)
-    return p8, e_p, alpha, m_i, c_i, fired, row_sum
+    return p8, e_p, alpha, m_i, c_i, row_sum
 
 
 @gluon.jit
@@ -229,7 +227,7 @@ def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_s
     p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
     if NEXT:
         s_tok = _scores_async(q_smem, ring, j + 1, s_layout, BM, BN, STAGES)
-    p, e_p, alpha, m_i, c_i, fired, row_sum = _policy(s, j, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K,
+    p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K,
                                                       p_layout, BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX,
                                                       P_SHIFT, P_CLAMP, P_BLOCKS)
     slot = j % STAGES
@@ -255,8 +253,8 @@ def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_s
         _load_k(ring, desc_k, j + 1 + STAGES, kv_row, N_KT, BN, STAGES)
     _load_v(ring, desc_v, j + STAGES, v_row, N_KT, BN, STAGES)
     p_scale = _pow2(e_p)
-    if fired > 0:  # fused: O is rescaled only when a row of the program rolled back on this tile
-        acc = acc * gl.expand_dims(alpha, 1)
+    if GATE or not FUSED:  # alpha is 1 in every row that did not roll back; 64 FMUL per tile measured cheaper
+        acc = acc * gl.expand_dims(alpha, 1)  # than the Triton kernel's block-wide "any row?" branch (730 vs 696)
     acc = gl.fma(pv, gl.expand_dims(p_scale * gl.load(v_scale_ptr + j), 1), acc)
     l_i = l_i * alpha + row_sum * p_scale
     return s, acc, l_i, m_i, c_i

@@ -120,7 +120,8 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
     opts = parse_options(fmt, options)
     check_tensors(q, k, v)
     if engine == "gluon" and q.shape[3] != tiling.GLUON_HEAD_DIM:
-        raise ValueError(f"the Gluon kernel supports head_dim {tiling.GLUON_HEAD_DIM}, got {q.shape[3]}; use engine='triton'")
+        raise ValueError(f"the Gluon kernel supports head_dim {tiling.GLUON_HEAD_DIM}, got {q.shape[3]}; "
+                         "use engine='triton'")
     out, flags, tiles = forward(q, k, v, opts, engine)
     if not stats:
         return out, None
