@@ -100,6 +100,15 @@ def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     click.echo(format_ablation(merged))
 
 
+def _need_hopper() -> None:
+    """The kernel commands time and check sm_90 kernels: say so in one line where there is no such GPU."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        raise click.UsageError("this command runs the Hopper kernels and needs an sm_90 CUDA GPU (an H200); "
+                               "none is visible here")
+
+
 @kernels.command("bench")
 @click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
 @click.option("--rows", "row_names", default="", help="comma-separated row names (default: all)")
@@ -110,13 +119,18 @@ def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
 def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
           md_path: str | None) -> None:
-    """TFLOP/s and accuracy of SDPA, the conventional FP8 and the fused Triton kernels (needs an H200)."""
+    """TFLOP/s and accuracy of SDPA, the conventional FP8 and the fused Triton and Gluon kernels (needs an H200)."""
     from kernels import bench as kbench
 
     selected = kbench.rows()
     if row_names:
-        wanted = set(row_names.split(","))
+        wanted = row_names.split(",")
+        unknown = sorted(set(wanted) - {r.name for r in selected})
+        if unknown:
+            raise click.BadParameter(f"unknown row(s) {', '.join(unknown)}; known: "
+                                     f"{', '.join(r.name for r in selected)}", param_hint="--rows")
         selected = [r for r in selected if r.name in wanted]
+    _need_hopper()
     results = []
     for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
         results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
@@ -137,6 +151,7 @@ def check(formats: str, engine: str, json_path: str | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
     from kernels import check as kcheck
 
+    _need_hopper()
     rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)
     click.echo(kcheck.format_table(rows))
     if json_path:

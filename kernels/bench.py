@@ -131,6 +131,12 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         if progress:
             progress(result)
         torch.cuda.empty_cache()
+    return add_ratios(results)
+
+
+def add_ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """x_cudnn against the SDPA cuDNN row; x_conventional against the conventional FP8 row of the same
+    engine (None where that baseline was not measured)."""
     base = next((r["tflops"] for r in results if r["row"] == "sdpa-cudnn-bf16"), None)
     conv = {engine_of(r["row"]): r["tflops"] for r in results if r["row"].endswith("-conventional-fp8")}
     for r in results:

@@ -195,11 +195,13 @@ def _load(desc, smem, bars, tile, coord, N_KT, STAGES: gl.constexpr):
 
 @gluon.jit
 def _load_k(ring, desc_k, tile, kv_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
+    """K of `tile`; `ring` is (K slots, V slots, K barriers, V barriers)."""
     _load(desc_k, ring[0], ring[2], tile, [kv_row + tile * BN, 0], N_KT, STAGES)
 
 
 @gluon.jit
 def _load_v(ring, desc_v, tile, v_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
+    """V of `tile` (stored K-major, keys contiguous, as the FP8 PV wgmma wants it)."""
     _load(desc_v, ring[1], ring[3], tile, [v_row, tile * BN], N_KT, STAGES)
 
 
@@ -227,9 +229,9 @@ def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_s
     p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
     if NEXT:
         s_tok = _scores_async(q_smem, ring, j + 1, s_layout, BM, BN, STAGES)
-    p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K,
-                                                      p_layout, BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX,
-                                                      P_SHIFT, P_CLAMP, P_BLOCKS)
+    p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layout,
+                                               BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                                               P_BLOCKS)
     slot = j % STAGES
     mbarrier.wait(ring[3].index(slot), (j // STAGES) & 1)
     pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([BM, D], gl.float32, o_layout),
@@ -277,6 +279,7 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
 
     q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BM, D], desc_q.layout)
+    # the ring: K slots, V slots, their barriers
     ring = (gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BN, D], desc_k.layout),
             gl.allocate_shared_memory(gl.float8e4nv, [STAGES, D, BN], desc_v.layout),
             gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()),

@@ -7,7 +7,8 @@ emulator's rowsum_gemm=frozen_max=schraudolph=False); other ablation mixes raise
 mxfp6/mxfp4, `mx_p_scale="block"` (default: P's E8M0 per 32 keys, the emulator's definition) or "row"
 (one per row and key tile: fewer instructions, coarser P for blocks below the row's maximum).
 Float32 inputs are rounded to bfloat16 before the prepass. `engine="gluon"` launches the same
-computation written in Gluon (`kernels.gluon_fused`), whose schedule overlaps the GEMMs with the softmax.
+computation written in Gluon (`kernels.gluon_fused`): the next key tile's QK GEMM runs under this tile's
+softmax (measured slower than the Triton kernel on the H200, results/h200/kernels_bench.md).
 """
 from __future__ import annotations
 
@@ -118,10 +119,10 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     opts = parse_options(fmt, options)
-    check_tensors(q, k, v)
-    if engine == "gluon" and q.shape[3] != tiling.GLUON_HEAD_DIM:
-        raise ValueError(f"the Gluon kernel supports head_dim {tiling.GLUON_HEAD_DIM}, got {q.shape[3]}; "
+    if engine == "gluon" and q.shape[-1] != tiling.GLUON_HEAD_DIM:
+        raise ValueError(f"the Gluon kernel supports head_dim {tiling.GLUON_HEAD_DIM}, got {q.shape[-1]}; "
                          "use engine='triton'")
+    check_tensors(q, k, v)
     out, flags, tiles = forward(q, k, v, opts, engine)
     if not stats:
         return out, None

@@ -1,8 +1,10 @@
-"""`fsbench kernels proxy-table` and `fsbench kernels ablation` through the real CLI."""
+"""`fsbench kernels` commands through the real CLI."""
 from __future__ import annotations
 
 import json
 
+import pytest
+import torch
 from click.testing import CliRunner
 
 from harness.cli import main
@@ -64,3 +66,20 @@ def test_ablation_merge_refuses_overlapping_seeds_and_leaves_the_output_alone(tm
     result = CliRunner().invoke(main, ["kernels", "ablation-merge", str(part), str(part), "--out", str(out)])
     assert result.exit_code == 2 and "overlap" in result.output
     assert out.read_text() == "keep me"
+
+
+def test_bench_refuses_unknown_rows_by_name():
+    result = CliRunner().invoke(main, ["kernels", "bench", "--rows", "gluon-fused-mxfp8,triton-fused-fp8"])
+    assert result.exit_code == 2 and "triton-fused-fp8" in result.output and "gluon-fused-mxfp6" in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without a GPU")
+@pytest.mark.parametrize("args", [["check", "--engine", "gluon"], ["bench", "--rows", "gluon-fused-mxfp8"]])
+def test_kernel_commands_say_in_one_line_that_they_need_a_hopper_gpu(args):
+    result = CliRunner().invoke(main, ["kernels", *args])
+    assert result.exit_code == 2 and "sm_90" in result.output
+
+
+def test_check_refuses_an_unknown_engine():
+    result = CliRunner().invoke(main, ["kernels", "check", "--engine", "cuda"])
+    assert result.exit_code == 2 and "gluon" in result.output

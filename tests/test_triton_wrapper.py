@@ -74,10 +74,34 @@ def test_shape_mismatches_and_unsupported_head_dims_raise(shapes):
         check_tensors(*(torch.zeros(s) for s in shapes))
 
 
-def test_attention_dispatches_impl_triton_to_the_wrapper():
+@pytest.mark.parametrize("impl", ["triton", "gluon"])
+def test_attention_dispatches_impl_triton_and_gluon_to_the_wrapper(impl):
     q, k, v = (torch.randn(1, 64, 2, 128) for _ in range(3))
     with pytest.raises(ValueError, match="CUDA sm_90"):
-        kernels.attention(q, k, v, "mxfp8", impl="triton")
+        kernels.attention(q, k, v, "mxfp8", impl=impl)
+
+
+def test_unknown_engines_and_gluon_head_dim_64_are_refused():
+    from kernels.triton_attention import triton_attention
+
+    with pytest.raises(ValueError, match="engine"):
+        triton_attention(*_bhsd(), "mxfp8", engine="cuda")
+    with pytest.raises(ValueError, match="engine='triton'"):
+        triton_attention(*_bhsd(d=64), "mxfp8", engine="gluon")
+
+
+def test_bench_ratios_compare_each_engine_with_its_own_conventional_kernel():
+    from kernels.bench import add_ratios
+
+    measured = {"sdpa-cudnn-bf16": 500.0, "triton-conventional-fp8": 750.0, "triton-fused-mxfp8": 825.0,
+                "gluon-conventional-fp8": 600.0, "gluon-fused-mxfp6": 660.0}
+    rows = add_ratios([{"row": name, "tflops": tflops} for name, tflops in measured.items()])
+    by = {r["row"]: r for r in rows}
+    assert by["triton-fused-mxfp8"]["x_conventional"] == pytest.approx(1.1)
+    assert by["gluon-fused-mxfp6"]["x_conventional"] == pytest.approx(1.1)
+    assert by["gluon-fused-mxfp6"]["x_cudnn"] == pytest.approx(1.32)
+    assert by["sdpa-cudnn-bf16"]["x_conventional"] is None
+    assert add_ratios([{"row": "gluon-fused-mxfp8", "tflops": 1.0}])[0]["x_conventional"] is None
 
 
 def test_tiling_keeps_128_key_tiles_whole_warpgroups_and_prunes_by_shared_memory():
