@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 3 on the H200 (device tool, carry .whl; see device_env.sh): `fsbench kernels bench` at both shapes
-# (JSON and markdown rewritten after each shape), `fsbench kernels check`, then the Triton GPU tests; all
-# under $OUT. Extra arguments go to the bench (e.g. --rows triton-fused-mxfp8,sdpa-cudnn-bf16).
+# (JSON and markdown rewritten after each shape), `fsbench kernels check` of the Triton and the Gluon
+# kernels, then the GPU tests (both kernels); all under $OUT. Extra arguments go to the bench (e.g. --rows triton-fused-mxfp8,sdpa-cudnn-bf16).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device_env.sh
@@ -11,7 +11,10 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 date -u +%FT%TZ | tee -a "$OUT/device.txt"
 timeout "${BENCH_S:-240}" python3 -m harness kernels bench --repeats 5 --no-emulate --json "$OUT/kernels_bench.json" \
   --markdown "$OUT/kernels_bench.md" "$@" 2>&1 | tee "$OUT/bench.log" | grep -v "^-" | tail -25
-timeout "${CHECK_S:-60}" python3 -m harness kernels check --json "$OUT/kernels_check.json" > "$OUT/check.log" 2>&1
-tail -22 "$OUT/check.log"
-timeout "${TESTS_S:-150}" python3 -m pytest -q -rf -p no:cacheprovider tests/test_triton_gpu.py > "$OUT/triton_gpu_tests.log" 2>&1
+for engine in triton gluon; do
+  timeout "${CHECK_S:-90}" python3 -m harness kernels check --engine $engine --json "$OUT/kernels_check_$engine.json" \
+    > "$OUT/check_$engine.log" 2>&1
+  tail -22 "$OUT/check_$engine.log"
+done
+timeout "${TESTS_S:-240}" python3 -m pytest -q -rf -p no:cacheprovider tests/test_triton_gpu.py > "$OUT/triton_gpu_tests.log" 2>&1
 tail -8 "$OUT/triton_gpu_tests.log"

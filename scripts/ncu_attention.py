@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Launch each Hopper attention kernel once, for Nsight Compute: the Triton autotuner is pinned to the
+configuration it picks on the H200 (64 rows, 4 warps, 2 stages, 168 registers), so no tuning launches
+are profiled. Run under ncu on the H200 (device tool, `.whl` carried, `source scripts/device_env.sh`):
+
+  ncu --clock-control none -k regex:attention_kernel --section SpeedOfLight --section ComputeWorkloadAnalysis \\
+      --section SchedulerStats --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis \\
+      -o $OUT/attn python3 scripts/ncu_attention.py
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+VARIANTS = {  # name: (engine, fmt, options)
+    "triton-fused-mxfp8": ("triton", "mxfp8", {}),
+    "triton-conventional-fp8": ("triton", "mxfp8", {"softmax": "conventional"}),
+    "gluon-fused-mxfp8": ("gluon", "mxfp8", {}),
+    "triton-fused-mxfp6": ("triton", "mxfp6", {}),
+}
+
+
+def main() -> int:
+    import torch
+
+    from kernels.triton_attention import triton_attention
+    from kernels.triton_fused import attention_kernel
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", default="1,8,16384,128", help="b,h,s,d of the standard-normal inputs")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset, in launch order")
+    args = parser.parse_args()
+    attention_kernel.configs = [c for c in attention_kernel.configs if c.kwargs["BM"] == 64 and c.maxnreg == 168]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    shape = tuple(int(x) for x in args.shape.split(","))
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+    for name in args.variants.split(","):
+        engine, fmt, options = VARIANTS[name]
+        triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)
+        torch.cuda.synchronize()
+        print("launched", name, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
