@@ -27,8 +27,6 @@ MAGIC_BITS: gl.constexpr = gl.constexpr(0x4B400000)   # its float32 bit pattern
 P_SAT_E2M3: gl.constexpr = gl.constexpr(15856)        # BF16 pattern of 7.5 * 2^-6: E2M3's largest value in E4M3 units
 TWO_M16: gl.constexpr = gl.constexpr(1.52587890625e-05)  # 2^-16
 SUM_N: gl.constexpr = gl.constexpr(16)                # columns of the row-sum MMA (column 0 holds the sum)
-PRODUCER_WARPS: gl.constexpr = gl.constexpr(4)        # the TMA partition: one warpgroup (register reallocation
-PRODUCER_REGS: gl.constexpr = gl.constexpr(24)        # works per warpgroup), left with 24 registers a thread
 
 
 @gluon.jit
@@ -187,22 +185,30 @@ def _policy(s, tile, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layou
 
 
 @gluon.jit
-def _producer(desc_k, desc_v, ring, kv_row, v_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
-    """The TMA warps: K and V of every key tile into the ring, on the slot's `ready` barrier, once the
-    consumers have released the slot (`empty`). `ring` is (K slots, V slots, ready, empty)."""
-    for tile in range(N_KT):
-        slot = tile % STAGES
-        mbarrier.wait(ring[3].index(slot), ((tile // STAGES) & 1) ^ 1, pred=tile >= STAGES)
-        bar = ring[2].index(slot)
-        mbarrier.expect(bar, desc_k.block_type.nbytes + desc_v.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_k, [kv_row + tile * BN, 0], bar, ring[0].index(slot))
-        tma.async_copy_global_to_shared(desc_v, [v_row, tile * BN], bar, ring[1].index(slot))
+def _load(desc, smem, bars, tile, coord, N_KT, STAGES: gl.constexpr):
+    """TMA of one operand's key tile `tile` (when it exists) into its ring slot."""
+    slot = tile % STAGES
+    pred = tile < N_KT
+    mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(desc, coord, bars.index(slot), smem.index(slot), pred=pred)
+
+
+@gluon.jit
+def _load_k(ring, desc_k, tile, kv_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
+    """K of `tile`; `ring` is (K slots, V slots, K barriers, V barriers)."""
+    _load(desc_k, ring[0], ring[2], tile, [kv_row + tile * BN, 0], N_KT, STAGES)
+
+
+@gluon.jit
+def _load_v(ring, desc_v, tile, v_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
+    """V of `tile` (stored K-major, keys contiguous, as the FP8 PV wgmma wants it)."""
+    _load(desc_v, ring[1], ring[3], tile, [v_row, tile * BN], N_KT, STAGES)
 
 
 @gluon.jit
 def _scores_async(q_smem, ring, tile, s_layout: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                   STAGES: gl.constexpr):
-    """Wait for K and V of `tile` and issue its QK GEMM (fresh accumulator); returns the wgmma token."""
+    """Wait for K of `tile` and issue its QK GEMM (fresh accumulator); returns the wgmma token."""
     slot = tile % STAGES
     mbarrier.wait(ring[2].index(slot), (tile // STAGES) & 1)
     zero = gl.zeros([BM, BN], gl.float32, s_layout)
@@ -210,8 +216,8 @@ def _scores_async(q_smem, ring, tile, s_layout: gl.constexpr, BM: gl.constexpr, 
 
 
 @gluon.jit
-def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr,
-          flags, S_K, gate_p, BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
+def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale, k_scale_ptr, v_scale_ptr,
+          flags, kv_row, v_row, S_K, N_KT, gate_p, BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
           STAGES: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
           NEXT: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
           P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
@@ -226,7 +232,8 @@ def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_pt
     p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layout,
                                                BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
                                                P_BLOCKS)
-    slot = j % STAGES  # V of tile j arrived with its K
+    slot = j % STAGES
+    mbarrier.wait(ring[3].index(slot), (j // STAGES) & 1)
     pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([BM, D], gl.float32, o_layout),
                            use_acc=False, is_async=True)
     if FUSED:
@@ -244,7 +251,9 @@ def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_pt
             s, pv = warpgroup_mma_wait(num_outstanding=0, deps=(s_tok, pv_tok))
         else:
             pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, ))
-    mbarrier.arrive(ring[3].index(slot), count=1)  # the slot of tile j is free for the producer
+    if NEXT:
+        _load_k(ring, desc_k, j + 1 + STAGES, kv_row, N_KT, BN, STAGES)
+    _load_v(ring, desc_v, j + STAGES, v_row, N_KT, BN, STAGES)
     p_scale = _pow2(e_p)
     if GATE or not FUSED:  # alpha is 1 in every row that did not roll back; 64 FMUL per tile measured cheaper
         acc = acc * gl.expand_dims(alpha, 1)  # than the Triton kernel's block-wide "any row?" branch (730 vs 696)
@@ -254,45 +263,13 @@ def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_pt
 
 
 @gluon.jit
-def _consumer(q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K, N_KT, gate_p,
-              BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, D_BIAS: gl.constexpr,
-              FUSED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
-              P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
-    """The math warpgroups: every key tile through `_step`; returns (O, l)."""
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
-    row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
-    s = warpgroup_mma_wait(0, deps=(_scores_async(q_smem, ring, 0, s_layout, BM, BN, STAGES), ))
-    acc = gl.zeros([BM, D], gl.float32, o_layout)
-    l_i = gl.zeros([BM], gl.float32, row_layout)
-    m_i = gl.full([BM], float("-inf"), gl.float32, row_layout)
-    c_i = gl.zeros([BM], gl.float32, row_layout)
-    if N_KT == 1:
-        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-                                      v_scale_ptr, flags, S_K, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, True, True,
-                                      False, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-    else:
-        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-                                      v_scale_ptr, flags, S_K, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, True, False,
-                                      True, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-        for j in range(1, N_KT - 1):
-            s, acc, l_i, m_i, c_i = _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-                                          v_scale_ptr, flags, S_K, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, False,
-                                          False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-        s, acc, l_i, m_i, c_i = _step(N_KT - 1, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-                                      v_scale_ptr, flags, S_K, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, False, True,
-                                      False, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-    return acc, l_i
-
-
-@gluon.jit
 def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flag_ptr,
                      S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p,
                      D: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, STAT_M: gl.constexpr,
                      D_BIAS: gl.constexpr, FUSED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr,
                      P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr, STAGES: gl.constexpr):
-    """One program = one query tile of one (batch, head): one math warpgroup per 64 query rows and a
-    producer partition that streams K and V by TMA."""
+    """One program = one query tile of one (batch, head), one warpgroup per 64 query rows."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
     row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     qt, bh = gl.program_id(0), gl.program_id(1)
@@ -302,7 +279,7 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
 
     q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BM, D], desc_q.layout)
-    # the ring: K slots, V slots, ready barriers (TMA landed), empty barriers (consumers done)
+    # the ring: K slots, V slots, their barriers
     ring = (gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BN, D], desc_k.layout),
             gl.allocate_shared_memory(gl.float8e4nv, [STAGES, D, BN], desc_v.layout),
             gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()),
@@ -320,17 +297,42 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     ones_smem = gl.allocate_shared_memory(gl.float8e4nv, [SUM_N, BN],
                                           gl.NVMMASharedLayout.get_default_for([SUM_N, BN], gl.float8e4nv), ones)
     fence_async_shared()
+
     mbarrier.expect(q_bar, desc_q.block_type.nbytes)
     tma.async_copy_global_to_shared(desc_q, [bh * S_QPAD + qt * BM, 0], q_bar, q_smem)
+    for i in gl.static_range(STAGES):
+        _load_k(ring, desc_k, i, kv_row, N_KT, BN, STAGES)
+        _load_v(ring, desc_v, i, v_row, N_KT, BN, STAGES)
     rows = qt * BM + gl.arange(0, BM, row_layout)
     q_scale = gl.load(q_scale_ptr + bh * S_QPAD + rows)
     mbarrier.wait(q_bar, 0)
     mbarrier.invalidate(q_bar)
+    s = warpgroup_mma_wait(0, deps=(_scores_async(q_smem, ring, 0, s_layout, BM, BN, STAGES), ))
+    _load_k(ring, desc_k, STAGES, kv_row, N_KT, BN, STAGES)
 
-    acc, l_i = gl.warp_specialize(
-        [(_consumer, (q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K, N_KT, gate_p, BM, BN,
-                      D, STAGES, D_BIAS, FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)),
-         (_producer, (desc_k, desc_v, ring, kv_row, v_row, N_KT, BN, STAGES))], [PRODUCER_WARPS], [PRODUCER_REGS])
+    acc = gl.zeros([BM, D], gl.float32, o_layout)
+    l_i = gl.zeros([BM], gl.float32, row_layout)
+    m_i = gl.full([BM], float("-inf"), gl.float32, row_layout)
+    c_i = gl.zeros([BM], gl.float32, row_layout)
+    if N_KT == 1:
+        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale,
+                                      k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM, BN, D,
+                                      STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                                      P_BLOCKS)
+    else:
+        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale,
+                                      k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM, BN, D,
+                                      STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                                      P_BLOCKS)
+        for j in range(1, N_KT - 1):
+            s, acc, l_i, m_i, c_i = _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v,
+                                          q_scale, k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p,
+                                          BM, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE, P_EMAX,
+                                          P_SHIFT, P_CLAMP, P_BLOCKS)
+        s, acc, l_i, m_i, c_i = _step(N_KT - 1, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v,
+                                      q_scale, k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM,
+                                      BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX, P_SHIFT,
+                                      P_CLAMP, P_BLOCKS)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ring[2].index(i))
         mbarrier.invalidate(ring[3].index(i))

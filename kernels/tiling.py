@@ -34,7 +34,7 @@ class Tiling:
         return self.block_m * head_dim + self.num_stages * 2 * self.block_n * head_dim
 
 
-GLUON = Tiling(128, BLOCK_N, num_warps=8, num_stages=3)  # the Gluon kernel: two math warpgroups (+ a TMA one)
+GLUON = Tiling(64, BLOCK_N, num_warps=4, num_stages=2)  # the Gluon kernel: one warpgroup, two programs per SM
 GLUON_HEAD_DIM = 128
 
 
