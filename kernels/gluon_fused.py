@@ -1,8 +1,8 @@
 """The Hopper attention kernels in Gluon: each key tile's softmax runs under the next tile's QK GEMM.
 
 Same numerics, operands and policies as `kernels.triton_fused` (see its docstring; on the conventional
-policy the outputs matched it bit for bit on the H200); what changes is the schedule, which plain Triton 3.6 does not
-produce (it waits right after each wgmma). Per key tile j, one warpgroup per 64 query rows:
+policy the outputs matched it bit for bit on the H200); what changes is the schedule, which plain Triton
+3.6 does not produce (it waits right after each wgmma). Per key tile j, one warpgroup per 64 query rows:
 
     issue S_{j+1} = Q K_{j+1}^T            (async wgmma, K from a TMA ring of STAGES slots)
     softmax policy of tile j -> P_j        (runs under the QK GEMM of tile j+1)
