@@ -66,8 +66,10 @@ def rows() -> list[Row]:
 
 def engine_of(row_name: str) -> str | None:
     """'triton' or 'gluon' for the FP8 kernel rows, None for the SDPA baselines."""
+    from kernels.triton_attention import ENGINES
+
     engine = row_name.split("-", 1)[0]
-    return engine if engine in ("triton", "gluon") else None
+    return engine if engine in ENGINES else None
 
 
 def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, repeats: int) -> list[float]:

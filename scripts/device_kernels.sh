@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 3 on the H200 (device tool, carry .whl; see device_env.sh): `fsbench kernels bench` at both shapes
 # (JSON and markdown rewritten after each shape), `fsbench kernels check` of the Triton and the Gluon
-# kernels, then the GPU tests (both kernels); all under $OUT. Extra arguments go to the bench (e.g. --rows triton-fused-mxfp8,sdpa-cudnn-bf16).
+# kernels, then the GPU tests (both kernels); all under $OUT. Extra arguments go to the bench
+# (e.g. --rows triton-fused-mxfp8,sdpa-cudnn-bf16).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device_env.sh
