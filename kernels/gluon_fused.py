@@ -1,19 +1,21 @@
-"""The Hopper attention kernels in Gluon: each key tile's softmax runs under the next tile's QK GEMM.
+"""The Hopper attention kernels in Gluon, with FA3's ping-pong: one warpgroup's softmax under the other's GEMMs.
 
 Same numerics, operands and policies as `kernels.triton_fused` (see its docstring; on the conventional
 policy the outputs matched it bit for bit on the H200); what changes is the schedule, which plain Triton
-3.6 does not produce (it waits right after each wgmma). Per key tile j, one warpgroup per 64 query rows:
+3.6 does not produce. One program holds 128 query rows in two math warpgroups of 64 rows and a TMA
+warpgroup that streams K and V through a ring of STAGES slots shared by both. Each math warpgroup runs,
+per key tile j,
 
-    issue S_{j+1} = Q K_{j+1}^T            (async wgmma, K from a TMA ring of STAGES slots)
-    softmax policy of tile j -> P_j        (runs under the QK GEMM of tile j+1)
-    issue PV_j = P_j V_j, sum_j = P_j 1    (async wgmma, fresh accumulators, P_j from registers)
-    wait for all three; refill the ring; O += PV_j in float32
+    softmax policy of tile j -> P_j, alpha_j
+    wait for its turn; issue PV_j = P_j V_j (with its row sum) and S_{j+1} = Q K_{j+1}^T; hand the turn over
+    wait for the three GEMMs; free tile j's slot; O = O alpha_j + PV_j in float32
 
-PV_j is not overlapped inside the program: keeping its fresh accumulator (64 registers a thread) in flight
-beside O, S_{j+1} and S_j would need about 280 registers. At 243 registers two programs share an SM, and
-their GEMMs and softmaxes interleave. Measured on the H200 (results/h200/kernels_bench.md), this schedule
-does not beat the Triton kernel's three unpipelined programs per SM. Tile 0 (it seeds the frozen maximum)
-and the last, masked tile are peeled out of the loop.
+and the turns alternate between the two through two named barriers, so that the tensor cores run one
+warpgroup's GEMMs while the other computes its softmax. Without them, warpgroups (or the programs sharing
+an SM) fall into lock step, GEMMs beside GEMMs and softmax beside softmax: results/h200/ncu_attention.md.
+PV_j is not overlapped with the warpgroup's own softmax (FA3's intra-warpgroup overlap): its fresh
+float32 accumulator in flight beside O, S_{j+1} and two P operands needs more than the 240 registers a
+math warpgroup gets. Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop.
 """
 from __future__ import annotations
 
@@ -159,16 +161,16 @@ def _pv_order(s):
 
 
 @gluon.jit
-def _policy(s, tile, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layout: gl.constexpr,
+def _policy(s, tile, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout: gl.constexpr,
             BN: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
             GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
             P_BLOCKS: gl.constexpr):
-    """Scores of one key tile -> (P operand, e_p, alpha, m, c, float32 row sum or 0)."""
+    """Scores of one key tile (K's scale `k_scale`) -> (P operand, e_p, alpha, m, c, float32 row sum or 0)."""
     if MASK:
         cols = tile * BN + gl.arange(0, BN, gl.SliceLayout(0, s.type.layout))
         s = gl.where(gl.expand_dims(cols < S_K, 0), s, float("-inf"))
     s = _pv_order(s)
-    a = q_scale * gl.load(k_scale_ptr + tile)
+    a = q_scale * k_scale
     if FUSED:
         p8, e_p, alpha, m_i, c_i = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout, D_BIAS, SEED,
                                                  GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
@@ -184,82 +186,156 @@ def _policy(s, tile, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layou
     return p8, e_p, alpha, m_i, c_i, row_sum
 
 
-@gluon.jit
-def _load(desc, smem, bars, tile, coord, N_KT, STAGES: gl.constexpr):
-    """TMA of one operand's key tile `tile` (when it exists) into its ring slot."""
-    slot = tile % STAGES
-    pred = tile < N_KT
-    mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(desc, coord, bars.index(slot), smem.index(slot), pred=pred)
+MATH_REGS: gl.constexpr = gl.constexpr(240)      # registers a thread of the second math warpgroup may hold
+PRODUCER_REGS: gl.constexpr = gl.constexpr(24)   # the TMA warpgroup (register reallocation works per warpgroup)
 
 
 @gluon.jit
-def _load_k(ring, desc_k, tile, kv_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
-    """K of `tile`; `ring` is (K slots, V slots, K barriers, V barriers)."""
-    _load(desc_k, ring[0], ring[2], tile, [kv_row + tile * BN, 0], N_KT, STAGES)
+def _take_turn(WG: gl.constexpr, anchor):
+    """Wait at this warpgroup's named barrier (8 + WG) until the other warpgroup has handed the turn over."""
+    if WG == 0:
+        gl.inline_asm_elementwise("bar.sync 8, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("bar.sync 9, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
-def _load_v(ring, desc_v, tile, v_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
-    """V of `tile` (stored K-major, keys contiguous, as the FP8 PV wgmma wants it)."""
-    _load(desc_v, ring[1], ring[3], tile, [v_row, tile * BN], N_KT, STAGES)
+def _hand_over(WG: gl.constexpr, anchor):
+    """Arrive (without waiting) at the other warpgroup's named barrier: its turn."""
+    if WG == 0:
+        gl.inline_asm_elementwise("bar.arrive 9, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("bar.arrive 8, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
-def _scores_async(q_smem, ring, tile, s_layout: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
+def _producer(desc_k, desc_v, ring, kv_row, v_row, N_KT, BN: gl.constexpr, STAGES: gl.constexpr):
+    """The TMA warpgroup: K and V of every key tile into the ring on the slot's `ready` barrier, once both
+    math warpgroups have released the slot (`empty`, two arrivals). `ring` is (K, V, ready, empty)."""
+    for tile in range(N_KT):
+        slot = tile % STAGES
+        mbarrier.wait(ring[3].index(slot), ((tile // STAGES) & 1) ^ 1, pred=tile >= STAGES)
+        bar = ring[2].index(slot)
+        mbarrier.expect(bar, desc_k.block_type.nbytes + desc_v.block_type.nbytes)
+        tma.async_copy_global_to_shared(desc_k, [kv_row + tile * BN, 0], bar, ring[0].index(slot))
+        tma.async_copy_global_to_shared(desc_v, [v_row, tile * BN], bar, ring[1].index(slot))
+
+
+@gluon.jit
+def _issue_scores(q_smem, ring, tile, s_layout: gl.constexpr, HALF: gl.constexpr, BN: gl.constexpr,
                   STAGES: gl.constexpr):
     """Wait for K of `tile` and issue its QK GEMM (fresh accumulator); returns the wgmma token."""
     slot = tile % STAGES
     mbarrier.wait(ring[2].index(slot), (tile // STAGES) & 1)
-    zero = gl.zeros([BM, BN], gl.float32, s_layout)
+    zero = gl.zeros([HALF, BN], gl.float32, s_layout)
     return warpgroup_mma(q_smem, ring[0].index(slot).permute((1, 0)), zero, use_acc=False, is_async=True)
 
 
 @gluon.jit
-def _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale, k_scale_ptr, v_scale_ptr,
-          flags, kv_row, v_row, S_K, N_KT, gate_p, BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
-          STAGES: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
-          NEXT: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
-          P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
-    """Key tile j (scores s already waited for): tile j+1's QK GEMM is issued first and runs under this
-    tile's softmax; then PV_j and the row sum; O += PV_j in float32. Returns tile j+1's scores (when NEXT)."""
+def _step(WG: gl.constexpr, j, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale,
+          k_scale_ptr, v_scale_ptr, flags, S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+          D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr,
+          GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
+          P_BLOCKS: gl.constexpr):
+    """Key tile j (scores s): its policy, then one turn that issues PV_j, its row sum and (when NEXT) tile
+    j+1's scores; O += PV_j in float32. Only float32 scores cross the loop (an 8-bit P carried from one
+    iteration to the next costs ~110 PRMT per tile in Gluon 3.6). Tile j+1's K and V scales are loaded a
+    tile ahead: with one warp per scheduler in the softmax, a global load's latency is not hidden by
+    another program. Returns tile j+1's scores and scales (when NEXT)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     o_layout: gl.constexpr = acc.type.layout
     sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
     p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
     if NEXT:
-        s_tok = _scores_async(q_smem, ring, j + 1, s_layout, BM, BN, STAGES)
-    p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale_ptr, m_i, c_i, flags, gate_p, S_K, p_layout,
+        k_scale_next = gl.load(k_scale_ptr + j + 1)
+        v_scale_next = gl.load(v_scale_ptr + j + 1)
+    else:
+        k_scale_next = k_scale
+        v_scale_next = v_scale
+    p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout,
                                                BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
                                                P_BLOCKS)
     slot = j % STAGES
-    mbarrier.wait(ring[3].index(slot), (j // STAGES) & 1)
-    pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([BM, D], gl.float32, o_layout),
+    _take_turn(WG, j)
+    pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([HALF, D], gl.float32, o_layout),
                            use_acc=False, is_async=True)
     if FUSED:
         p_sum = gl.convert_layout(p, gl.DotOperandLayout(0, sum_layout, 4), assert_trivial=True)
-        sum_tok = warpgroup_mma(p_sum, ones_smem.permute((1, 0)), gl.zeros([BM, SUM_N], gl.float32, sum_layout),
+        sum_tok = warpgroup_mma(p_sum, ones_smem.permute((1, 0)), gl.zeros([HALF, SUM_N], gl.float32, sum_layout),
                                 use_acc=False, is_async=True)
+    if NEXT:
+        s_tok = _issue_scores(q_smem, ring, j + 1, s_layout, HALF, BN, STAGES)
+    if WG == 0 or NEXT:  # the second warpgroup's last hand-over would have no taker
+        _hand_over(WG, j)
+    if FUSED:
         if NEXT:
-            s, pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(s_tok, pv_tok, sum_tok))
+            pv, sums, s = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, sum_tok, s_tok))
         else:
             pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, sum_tok))
         is_col0 = gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(0, sum_layout)), 0) == 0
         row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
     else:
         if NEXT:
-            s, pv = warpgroup_mma_wait(num_outstanding=0, deps=(s_tok, pv_tok))
+            pv, s = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, s_tok))
         else:
             pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, ))
-    if NEXT:
-        _load_k(ring, desc_k, j + 1 + STAGES, kv_row, N_KT, BN, STAGES)
-    _load_v(ring, desc_v, j + STAGES, v_row, N_KT, BN, STAGES)
+    mbarrier.arrive(ring[3].index(slot), count=1)  # this warpgroup is done with tile j's slot
     p_scale = _pow2(e_p)
     if GATE or not FUSED:  # alpha is 1 in every row that did not roll back; 64 FMUL per tile measured cheaper
         acc = acc * gl.expand_dims(alpha, 1)  # than the Triton kernel's block-wide "any row?" branch (730 vs 696)
-    acc = gl.fma(pv, gl.expand_dims(p_scale * gl.load(v_scale_ptr + j), 1), acc)
+    acc = gl.fma(pv, gl.expand_dims(p_scale * v_scale, 1), acc)
     l_i = l_i * alpha + row_sum * p_scale
-    return s, acc, l_i, m_i, c_i
+    return s, k_scale_next, v_scale_next, acc, l_i, m_i, c_i
+
+
+@gluon.jit
+def _math(WG: gl.constexpr, q_smem, ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags, qt, bh,
+          S_Q, S_K, S_QPAD, N_KT, gate_p, BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
+          STAGES: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, GATE: gl.constexpr,
+          P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
+    """Math warpgroup WG: query rows [WG * BM/2, (WG + 1) * BM/2) of the program's tile, every key tile."""
+    HALF: gl.constexpr = BM // 2
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
+    row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
+    rows = qt * BM + WG * HALF + gl.arange(0, HALF, row_layout)
+    q_scale = gl.load(q_scale_ptr + bh * S_QPAD + rows)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
+    if WG == 1:
+        _hand_over(WG, qt)  # the first turn is warpgroup 0's
+    _take_turn(WG, qt)
+    s_tok = _issue_scores(q_smem, ring, 0, s_layout, HALF, BN, STAGES)
+    _hand_over(WG, qt)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s_tok, ))
+    k_scale = gl.load(k_scale_ptr)
+    v_scale = gl.load(v_scale_ptr)
+    acc = gl.zeros([HALF, D], gl.float32, o_layout)
+    l_i = gl.zeros([HALF], gl.float32, row_layout)
+    m_i = gl.full([HALF], float("-inf"), gl.float32, row_layout)
+    c_i = gl.zeros([HALF], gl.float32, row_layout)
+    if N_KT == 1:
+        s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
+            WG, 0, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
+            v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX,
+            P_SHIFT, P_CLAMP, P_BLOCKS)
+    else:
+        s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
+            WG, 0, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
+            v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX,
+            P_SHIFT, P_CLAMP, P_BLOCKS)
+        for j in range(1, N_KT - 1):
+            s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
+                WG, j, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
+                v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE,
+                P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+        s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
+            WG, N_KT - 1, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
+            v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX,
+            P_SHIFT, P_CLAMP, P_BLOCKS)
+    out = acc * gl.expand_dims(1.0 / l_i, 1)
+    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
+    ptrs = out_ptr + gl.expand_dims((bh * S_Q + rows) * D, 1) + gl.expand_dims(cols, 0)
+    gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=gl.expand_dims(rows < S_Q, 1))
 
 
 @gluon.jit
@@ -268,18 +344,17 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
                      D: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, STAT_M: gl.constexpr,
                      D_BIAS: gl.constexpr, FUSED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr,
                      P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr, STAGES: gl.constexpr):
-    """One program = one query tile of one (batch, head), one warpgroup per 64 query rows."""
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
-    row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    """One program = one query tile of BM = 128 rows of one (batch, head): two math warpgroups (this
+    partition and a worker) and a TMA warpgroup. desc_q's block is BM/2 rows."""
+    HALF: gl.constexpr = BM // 2
     qt, bh = gl.program_id(0), gl.program_id(1)
     kv_row, v_row = bh * S_KPAD, bh * D
     k_scale_ptr += bh * N_KT
     v_scale_ptr += bh * N_KT
     flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
 
-    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BM, D], desc_q.layout)
-    # the ring: K slots, V slots, their barriers
+    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [2, HALF, D], desc_q.layout)
+    # the ring: K slots, V slots, ready barriers (TMA landed), empty barriers (both math warpgroups done)
     ring = (gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BN, D], desc_k.layout),
             gl.allocate_shared_memory(gl.float8e4nv, [STAGES, D, BN], desc_v.layout),
             gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()),
@@ -288,7 +363,7 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(ring[2].index(i), count=1)
-        mbarrier.init(ring[3].index(i), count=1)
+        mbarrier.init(ring[3].index(i), count=2)
     ones_layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
     # the row-sum MMA's B: column 0 all ones, built from E4M3 bit patterns (0x38 = 1.0): ptxas 12.8 folds a
     # converted pair duplicated into one register into an F2FP that merges in an unrelated register
@@ -297,46 +372,20 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     ones_smem = gl.allocate_shared_memory(gl.float8e4nv, [SUM_N, BN],
                                           gl.NVMMASharedLayout.get_default_for([SUM_N, BN], gl.float8e4nv), ones)
     fence_async_shared()
-
-    mbarrier.expect(q_bar, desc_q.block_type.nbytes)
-    tma.async_copy_global_to_shared(desc_q, [bh * S_QPAD + qt * BM, 0], q_bar, q_smem)
-    for i in gl.static_range(STAGES):
-        _load_k(ring, desc_k, i, kv_row, N_KT, BN, STAGES)
-        _load_v(ring, desc_v, i, v_row, N_KT, BN, STAGES)
-    rows = qt * BM + gl.arange(0, BM, row_layout)
-    q_scale = gl.load(q_scale_ptr + bh * S_QPAD + rows)
+    mbarrier.expect(q_bar, 2 * desc_q.block_type.nbytes)
+    for i in gl.static_range(2):
+        tma.async_copy_global_to_shared(desc_q, [bh * S_QPAD + qt * BM + i * HALF, 0], q_bar, q_smem.index(i))
     mbarrier.wait(q_bar, 0)
     mbarrier.invalidate(q_bar)
-    s = warpgroup_mma_wait(0, deps=(_scores_async(q_smem, ring, 0, s_layout, BM, BN, STAGES), ))
-    _load_k(ring, desc_k, STAGES, kv_row, N_KT, BN, STAGES)
-
-    acc = gl.zeros([BM, D], gl.float32, o_layout)
-    l_i = gl.zeros([BM], gl.float32, row_layout)
-    m_i = gl.full([BM], float("-inf"), gl.float32, row_layout)
-    c_i = gl.zeros([BM], gl.float32, row_layout)
-    if N_KT == 1:
-        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale,
-                                      k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM, BN, D,
-                                      STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP,
-                                      P_BLOCKS)
-    else:
-        s, acc, l_i, m_i, c_i = _step(0, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v, q_scale,
-                                      k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM, BN, D,
-                                      STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP,
-                                      P_BLOCKS)
-        for j in range(1, N_KT - 1):
-            s, acc, l_i, m_i, c_i = _step(j, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v,
-                                          q_scale, k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p,
-                                          BM, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE, P_EMAX,
-                                          P_SHIFT, P_CLAMP, P_BLOCKS)
-        s, acc, l_i, m_i, c_i = _step(N_KT - 1, s, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, desc_k, desc_v,
-                                      q_scale, k_scale_ptr, v_scale_ptr, flags, kv_row, v_row, S_K, N_KT, gate_p, BM,
-                                      BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX, P_SHIFT,
-                                      P_CLAMP, P_BLOCKS)
+    gl.warp_specialize(
+        [(_math, (0, q_smem.index(0), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags, qt,
+                  bh, S_Q, S_K, S_QPAD, N_KT, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, GATE, P_EMAX, P_SHIFT,
+                  P_CLAMP, P_BLOCKS)),
+         (_math, (1, q_smem.index(1), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags, qt,
+                  bh, S_Q, S_K, S_QPAD, N_KT, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, GATE, P_EMAX, P_SHIFT,
+                  P_CLAMP, P_BLOCKS)),
+         (_producer, (desc_k, desc_v, ring, kv_row, v_row, N_KT, BN, STAGES))],
+        [4, 4], [MATH_REGS, PRODUCER_REGS])
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ring[2].index(i))
         mbarrier.invalidate(ring[3].index(i))
-    out = acc * gl.expand_dims(1.0 / l_i, 1)
-    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
-    ptrs = out_ptr + gl.expand_dims((bh * S_Q + rows) * D, 1) + gl.expand_dims(cols, 0)
-    gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=gl.expand_dims(rows < S_Q, 1))

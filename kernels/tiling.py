@@ -34,7 +34,9 @@ class Tiling:
         return self.block_m * head_dim + self.num_stages * 2 * self.block_n * head_dim
 
 
-GLUON = Tiling(64, BLOCK_N, num_warps=4, num_stages=2)  # the Gluon kernel: one warpgroup, two programs per SM
+# the Gluon kernel: 128 rows in two math warpgroups and a TMA one, one program per SM (num_warps counts
+# the first math warpgroup only: the other two are warp_specialize workers)
+GLUON = Tiling(128, BLOCK_N, num_warps=4, num_stages=3)
 GLUON_HEAD_DIM = 128
 
 

@@ -7,8 +7,8 @@ emulator's rowsum_gemm=frozen_max=schraudolph=False); other ablation mixes raise
 mxfp6/mxfp4, `mx_p_scale="block"` (default: P's E8M0 per 32 keys, the emulator's definition) or "row"
 (one per row and key tile: fewer instructions, coarser P for blocks below the row's maximum).
 Float32 inputs are rounded to bfloat16 before the prepass. `engine="gluon"` launches the same
-computation written in Gluon (`kernels.gluon_fused`): the next key tile's QK GEMM runs under this tile's
-softmax (measured slower than the Triton kernel on the H200, results/h200/kernels_bench.md).
+computation written in Gluon (`kernels.gluon_fused`): two math warpgroups per program take turns at the
+tensor cores (FA3's ping-pong), which plain Triton cannot express (results/h200/kernels_bench.md).
 """
 from __future__ import annotations
 
@@ -216,7 +216,8 @@ def _launch_triton(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads,
 
 
 def _launch_gluon(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, consts) -> None:
-    """The Gluon kernel at its one launch shape (`tiling.GLUON`)."""
+    """The Gluon kernel at its one launch shape (`tiling.GLUON`): each math warpgroup loads half of the
+    program's query tile."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -227,5 +228,5 @@ def _launch_gluon(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, 
 
     t, d, bn = tiling.GLUON, consts["D"], consts["BN"]
     attention_kernel[(sizes[2] // t.block_m, heads)](
-        descriptor(q, [t.block_m, d]), descriptor(k, [bn, d]), descriptor(v, [d, bn]), q_scale, k_scale, v_scale,
-        out, flags, *sizes, BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **consts)
+        descriptor(q, [t.block_m // 2, d]), descriptor(k, [bn, d]), descriptor(v, [d, bn]), q_scale, k_scale,
+        v_scale, out, flags, *sizes, BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **consts)

@@ -20,6 +20,7 @@ VARIANTS = {  # name: (engine, fmt, options)
     "triton-conventional-fp8": ("triton", "mxfp8", {"softmax": "conventional"}),
     "gluon-fused-mxfp8": ("gluon", "mxfp8", {}),
     "triton-fused-mxfp6": ("triton", "mxfp6", {}),
+    "gluon-conventional-fp8": ("gluon", "mxfp8", {"softmax": "conventional"}),
 }
 
 

@@ -31,8 +31,9 @@ VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
 
 
 def _descriptor_types(engine: str, bm: int, bn: int, d: int) -> dict[str, str]:
-    """Signature types of the Q, K, V descriptors (Gluon's carry their shared-memory layout)."""
-    shapes = {"desc_q": [bm, d], "desc_k": [bn, d], "desc_v": [d, bn]}
+    """Signature types of the Q, K, V descriptors (Gluon's carry their shared-memory layout, and each of
+    its math warpgroups loads half of the query tile)."""
+    shapes = {"desc_q": [bm if engine == "triton" else bm // 2, d], "desc_k": [bn, d], "desc_v": [d, bn]}
     if engine == "triton":
         return {name: f"tensordesc<fp8e4nv{shape}>" for name, shape in shapes.items()}
     from triton.experimental.gluon import language as gl
@@ -50,6 +51,9 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, bloc
     from kernels import tiling, triton_attention
 
     fused, gate, p_emax, p_shift, p_clamp, p_blocks = flags
+    num_warps = block_m // 16
+    if engine == "gluon":  # one launch shape
+        block_m, num_stages, num_warps = tiling.GLUON.block_m, tiling.GLUON.num_stages, tiling.GLUON.num_warps
     bm, bn, d = block_m, tiling.BLOCK_N, head_dim
     signature = {**_descriptor_types(engine, bm, bn, d), "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
                  "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
@@ -72,7 +76,7 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, bloc
     signature.update({k: "constexpr" for k in constexprs})
     src = source(fn=fn, signature=signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": bm // 16, "num_stages": num_stages, "maxnreg": max_registers})
+                          options={"num_warps": num_warps, "num_stages": num_stages, "maxnreg": max_registers})
 
 
 def sass_of(cubin: bytes, workdir: str, name: str) -> str:
@@ -144,8 +148,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", default="triton", choices=("triton", "gluon"), help="which kernel to compile")
     parser.add_argument("--out", default="/tmp/fsbench-sass", help="folder for the .cubin and .sass files")
-    parser.add_argument("--block-m", type=int, default=128, choices=(64, 128), help="query rows per program")
-    parser.add_argument("--stages", type=int, default=2, help="K/V pipeline stages")
+    parser.add_argument("--block-m", type=int, default=128, choices=(64, 128),
+                        help="query rows per program (Triton; Gluon has one launch shape, tiling.GLUON)")
+    parser.add_argument("--stages", type=int, default=2, help="K/V pipeline stages (Triton)")
     parser.add_argument("--max-registers", type=int, help="register cap per thread (the autotuner's 168)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of the variants")
     args = parser.parse_args()

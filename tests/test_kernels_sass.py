@@ -1,0 +1,40 @@
+"""The Gluon kernel compiled ahead of time for sm_90 (Triton's bundled ptxas; no GPU): the schedule the
+H200 figures depend on is checked in the SASS on every CI run, not only on the device."""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sass_qgmma.py"
+
+
+@pytest.fixture(scope="module")
+def sass_tool():
+    spec = importlib.util.spec_from_file_location("sass_qgmma", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gluon_fused_sass(sass_tool, tmp_path_factory) -> str:
+    kernel = sass_tool.compile_variant(sass_tool.VARIANTS["fused-mxfp8"], engine="gluon")
+    return sass_tool.sass_of(kernel.asm["cubin"], str(tmp_path_factory.mktemp("sass")), "fused-mxfp8")
+
+
+def test_gluon_kernel_runs_both_gemms_on_fp8_wgmma_without_spills(gluon_fused_sass):
+    ops = [line for line in gluon_fused_sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", line)]
+    assert any("QGMMA.64x128x32.F32.E4M3.E4M3" in op for op in ops)  # QK and PV
+    assert any("QGMMA.64x16x32.F32.E4M3.E4M3" in op for op in ops)  # the row-sum MMA
+    assert not any(re.search(r"\b(STL|LDL)\b", op) for op in ops)  # no local-memory spills in 240 registers
+    assert not any("MUFU.EX2" in op for op in ops)  # the fused policy's exponential stays off the MUFU pipe
+
+
+def test_gluon_math_warpgroups_take_turns_through_named_barriers(gluon_fused_sass):
+    """Each math warpgroup waits at its own barrier (8 or 9, 256 threads) and arrives at the other's."""
+    bars = re.findall(r"BAR\.(SYNC\.DEFER_BLOCKING|ARV) (0x[89]), 0x100", gluon_fused_sass)
+    assert {("SYNC.DEFER_BLOCKING", "0x8"), ("SYNC.DEFER_BLOCKING", "0x9"), ("ARV", "0x8"), ("ARV", "0x9")} <= set(bars)
+    assert "USETMAXREG" in gluon_fused_sass  # registers moved from the TMA warpgroup to the math ones
