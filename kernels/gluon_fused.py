@@ -191,21 +191,27 @@ PRODUCER_REGS: gl.constexpr = gl.constexpr(24)   # the TMA warpgroup (register r
 
 
 @gluon.jit
+def _named_barrier(asm: gl.constexpr, anchor):
+    """One named-barrier instruction, issued once per thread (`anchor` is any scalar: inline asm needs an operand)."""
+    gl.inline_asm_elementwise(asm, "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _take_turn(WG: gl.constexpr, anchor):
     """Wait at this warpgroup's named barrier (8 + WG) until the other warpgroup has handed the turn over."""
     if WG == 0:
-        gl.inline_asm_elementwise("bar.sync 8, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
+        _named_barrier("bar.sync 8, 256; mov.b32 $0, 0;", anchor)
     else:
-        gl.inline_asm_elementwise("bar.sync 9, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
+        _named_barrier("bar.sync 9, 256; mov.b32 $0, 0;", anchor)
 
 
 @gluon.jit
 def _hand_over(WG: gl.constexpr, anchor):
     """Arrive (without waiting) at the other warpgroup's named barrier: its turn."""
     if WG == 0:
-        gl.inline_asm_elementwise("bar.arrive 9, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
+        _named_barrier("bar.arrive 9, 256; mov.b32 $0, 0;", anchor)
     else:
-        gl.inline_asm_elementwise("bar.arrive 8, 256; mov.b32 $0, 0;", "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
+        _named_barrier("bar.arrive 8, 256; mov.b32 $0, 0;", anchor)
 
 
 @gluon.jit
@@ -233,10 +239,10 @@ def _issue_scores(q_smem, ring, tile, s_layout: gl.constexpr, HALF: gl.constexpr
 
 @gluon.jit
 def _step(WG: gl.constexpr, j, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale,
-          k_scale_ptr, v_scale_ptr, flags, S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-          D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr,
-          GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
-          P_BLOCKS: gl.constexpr):
+          k_scale_ptr, v_scale_ptr, flags, S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
+          STAGES: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
+          NEXT: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
+          P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
     """Key tile j (scores s): its policy, then one turn that issues PV_j, its row sum and (when NEXT) tile
     j+1's scores; O += PV_j in float32. Only float32 scores cross the loop (an 8-bit P carried from one
     iteration to the next costs ~110 PRMT per tile in Gluon 3.6). Tile j+1's K and V scales are loaded a
