@@ -6,9 +6,9 @@ policy the outputs matched it bit for bit on the H200); what changes is the sche
 warpgroup that streams K and V through a ring of STAGES slots shared by both. Each math warpgroup runs,
 per key tile j,
 
-    softmax policy of tile j -> P_j, alpha_j
+    softmax policy of tile j -> P_j, alpha_j     beside   O = O alpha_{j-1} + PV_{j-1} in float32
     wait for its turn; issue PV_j = P_j V_j (with its row sum) and S_{j+1} = Q K_{j+1}^T; hand the turn over
-    wait for the three GEMMs; free tile j's slot; O = O alpha_j + PV_j in float32
+    wait for the three GEMMs; free tile j's slot
 
 and the turns alternate between the two through two named barriers, so that the tensor cores run one
 warpgroup's GEMMs while the other computes its softmax. Without them, warpgroups (or the programs sharing
@@ -238,16 +238,30 @@ def _issue_scores(q_smem, ring, tile, s_layout: gl.constexpr, HALF: gl.constexpr
 
 
 @gluon.jit
-def _step(WG: gl.constexpr, j, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale,
-          k_scale_ptr, v_scale_ptr, flags, S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
-          STAGES: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
-          NEXT: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
-          P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
-    """Key tile j (scores s): its policy, then one turn that issues PV_j, its row sum and (when NEXT) tile
-    j+1's scores; O += PV_j in float32. Only float32 scores cross the loop (an 8-bit P carried from one
-    iteration to the next costs ~110 PRMT per tile in Gluon 3.6). Tile j+1's K and V scales are loaded a
-    tile ahead: with one warp per scheduler in the softmax, a global load's latency is not hidden by
-    another program. Returns tile j+1's scores and scales (when NEXT)."""
+def _accumulate(acc, pv, pv_scale, alpha, RESCALE: gl.constexpr):
+    """O = O alpha + PV pv_scale in float32. RESCALE is off only where alpha is always 1 (fused, no gate); with
+    the gate, alpha is 1 in every row that did not roll back, yet 64 FMUL per tile measured cheaper than a
+    block-wide "any row rolled back?" branch (730 vs 696 TFLOP/s)."""
+    if RESCALE:
+        acc = acc * gl.expand_dims(alpha, 1)
+    return gl.fma(pv, gl.expand_dims(pv_scale, 1), acc)
+
+
+@gluon.jit
+def _step(WG: gl.constexpr, j, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
+          gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, D_BIAS: gl.constexpr,
+          FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr, GATE: gl.constexpr,
+          P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
+    """Key tile j: its policy beside tile j-1's O update, then one turn that issues PV_j, its row sum and
+    (when NEXT) tile j+1's scores. `state` is (scores of tile j, K and V scales of tile j, PV_{j-1}, its
+    per-row scale, alpha_{j-1}, O, l, m, c); returns tile j+1's.
+
+    O += PV_{j-1} is deferred to here, beside the policy of tile j that does not depend on it: with one warp
+    per scheduler in the softmax, its 128 independent FMUL/FFMA fill the latency of the policy's serial
+    row-maximum chain (a plain order leaves them to run alone after the GEMMs). Only float32 tensors cross
+    the loop (an 8-bit P carried to the next iteration costs ~110 PRMT per tile in Gluon 3.6). K and V
+    scales are loaded a tile ahead: no other program hides a global load's latency."""
+    s, k_scale, v_scale, pv, o_scale, alpha_o, acc, l_i, m_i, c_i = state
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     o_layout: gl.constexpr = acc.type.layout
     sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
@@ -261,6 +275,7 @@ def _step(WG: gl.constexpr, j, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, 
     p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout,
                                                BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
                                                P_BLOCKS)
+    acc = _accumulate(acc, pv, o_scale, alpha_o, GATE or not FUSED)
     slot = j % STAGES
     _take_turn(WG, j)
     pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([HALF, D], gl.float32, o_layout),
@@ -287,11 +302,8 @@ def _step(WG: gl.constexpr, j, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, 
             pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, ))
     mbarrier.arrive(ring[3].index(slot), count=1)  # this warpgroup is done with tile j's slot
     p_scale = _pow2(e_p)
-    if GATE or not FUSED:  # alpha is 1 in every row that did not roll back; 64 FMUL per tile measured cheaper
-        acc = acc * gl.expand_dims(alpha, 1)  # than the Triton kernel's block-wide "any row?" branch (730 vs 696)
-    acc = gl.fma(pv, gl.expand_dims(p_scale * v_scale, 1), acc)
     l_i = l_i * alpha + row_sum * p_scale
-    return s, k_scale_next, v_scale_next, acc, l_i, m_i, c_i
+    return s, k_scale_next, v_scale_next, pv, p_scale * v_scale, alpha, acc, l_i, m_i, c_i
 
 
 @gluon.jit
@@ -316,28 +328,28 @@ def _math(WG: gl.constexpr, q_smem, ring, ones_smem, q_scale_ptr, k_scale_ptr, v
     k_scale = gl.load(k_scale_ptr)
     v_scale = gl.load(v_scale_ptr)
     acc = gl.zeros([HALF, D], gl.float32, o_layout)
+    pv = gl.zeros([HALF, D], gl.float32, o_layout)
+    o_scale = gl.zeros([HALF], gl.float32, row_layout)
+    alpha_o = gl.full([HALF], 1.0, gl.float32, row_layout)
     l_i = gl.zeros([HALF], gl.float32, row_layout)
     m_i = gl.full([HALF], float("-inf"), gl.float32, row_layout)
     c_i = gl.zeros([HALF], gl.float32, row_layout)
+    state = (s, k_scale, v_scale, pv, o_scale, alpha_o, acc, l_i, m_i, c_i)
     if N_KT == 1:
-        s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
-            WG, 0, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-            v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX,
-            P_SHIFT, P_CLAMP, P_BLOCKS)
+        state = _step(WG, 0, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K, gate_p,
+                      HALF, BN, D, STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
     else:
-        s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
-            WG, 0, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-            v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX,
-            P_SHIFT, P_CLAMP, P_BLOCKS)
+        state = _step(WG, 0, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K, gate_p,
+                      HALF, BN, D, STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
         for j in range(1, N_KT - 1):
-            s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
-                WG, j, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-                v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE,
-                P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-        s, k_scale, v_scale, acc, l_i, m_i, c_i = _step(
-            WG, N_KT - 1, s, k_scale, v_scale, acc, l_i, m_i, c_i, q_smem, ring, ones_smem, q_scale, k_scale_ptr,
-            v_scale_ptr, flags, S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX,
-            P_SHIFT, P_CLAMP, P_BLOCKS)
+            state = _step(WG, j, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
+                          gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE, P_EMAX, P_SHIFT,
+                          P_CLAMP, P_BLOCKS)
+        state = _step(WG, N_KT - 1, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
+                      gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                      P_BLOCKS)
+    s, k_scale, v_scale, pv, o_scale, alpha_o, acc, l_i, m_i, c_i = state
+    acc = _accumulate(acc, pv, o_scale, alpha_o, GATE or not FUSED)
     out = acc * gl.expand_dims(1.0 / l_i, 1)
     cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
     ptrs = out_ptr + gl.expand_dims((bh * S_Q + rows) * D, 1) + gl.expand_dims(cols, 0)
