@@ -86,6 +86,7 @@ class SelfAttentionRouter:
         """`core(q, k, v, fmt) -> out` replaces kernels.attention (timing, no-op baselines); `impl` picks the
         kernel for the MX formats (bf16 always runs SDPA)."""
         self.schedule, self.impl, self.capture, self.core = schedule, impl, capture, core
+        self.kernels_used: dict[str, str] = {}  # format -> the implementation that ran it (for the manifest)
         self.video = -1
         self.step = 0
         self.expert = ""
@@ -130,6 +131,8 @@ class SelfAttentionRouter:
         if self.core is not None:
             return self.core(q, k, v, fmt)
         impl = "auto" if fmt == "bf16" else self.impl
+        if fmt not in self.kernels_used:
+            self.kernels_used[fmt] = kernels.resolve_impl(fmt, impl, q.device, q.shape[-1])
         if self.capture is None:
             return kernels.attention(q, k, v, fmt, impl=impl, layout="BSHD")
         out, stats = kernels.attention_with_stats(q, k, v, fmt, impl=impl, layout="BSHD")

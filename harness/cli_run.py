@@ -41,8 +41,9 @@ _generation = _options_decorator([
     click.option("--width", type=int, help="Override the preset's width (multiple of 16)."),
     click.option("--frames", "num_frames", type=int, help="Override the preset's frame count (4k+1)."),
     click.option("--steps", type=int, help="Override the preset's denoising steps."),
-    click.option("--impl", type=click.Choice(["auto", "emulate", "triton"]), default="auto", show_default=True,
-                 help="Kernel for the MX formats (bf16 always uses SDPA)."),
+    click.option("--impl", type=click.Choice(["auto", "emulate", "triton", "gluon"]), default="auto",
+                 show_default=True, help="Kernel for the MX formats (bf16 always uses SDPA; auto: Gluon on an H200 "
+                 "at head dim 128, else Triton there, the emulator elsewhere)."),
     click.option("--system", help="System name in the log layout [default: <device>-<model>]."),
     click.option("--compile", "compile_blocks", is_flag=True,
                  help="torch.compile the repeated transformer blocks (the self-attention core stays outside)."),

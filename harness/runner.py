@@ -182,6 +182,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         router.uninstall()
     summary["log_dir"] = str(log_dir.relative_to(run))
     summary["overrides"] = opts.overrides()
+    summary["attention_kernels"] = dict(sorted(router.kernels_used.items()))
     if opts.mode == "accuracy":
         summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))

@@ -31,4 +31,11 @@ def attention_with_stats(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor"
     return _attention_with_stats(q, k, v, fmt, impl=impl, layout=layout, **options)
 
 
-__all__ = ["attention", "attention_with_stats"]
+def resolve_impl(fmt: str, impl: str, device: "torch.device", head_dim: int) -> str:
+    """The implementation `attention(..., impl=impl)` runs for `fmt` on `device` at `head_dim`."""
+    from kernels.api import resolve_impl as _resolve_impl
+
+    return _resolve_impl(fmt, impl, device, head_dim)
+
+
+__all__ = ["attention", "attention_with_stats", "resolve_impl"]

@@ -63,12 +63,18 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, i
         raise ValueError("q, k and v must be on the same device")
 
 
-def _resolve_impl(fmt: str, impl: str, device: torch.device) -> str:
+def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> str:
+    """What "auto" runs: SDPA for bf16; on Hopper the Gluon kernel where it applies (head_dim 128; the
+    faster one, results/h200/kernels_bench.md), else the Triton kernel; elsewhere the emulator."""
     if impl != "auto":
         return impl
     if fmt == "bf16":
         return "sdpa"
-    return "triton" if _triton_supported(device) else "emulate"
+    if not _triton_supported(device):
+        return "emulate"
+    from kernels.tiling import GLUON_HEAD_DIM
+
+    return "gluon" if head_dim == GLUON_HEAD_DIM else "triton"
 
 
 def _triton_supported(device: torch.device) -> bool:
@@ -102,7 +108,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxf
 def _dispatch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl: str, layout: str,
               want_stats: bool, options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats | None]:
     _check_inputs(q, k, v, fmt, impl, layout)
-    impl = _resolve_impl(fmt, impl, q.device)
+    impl = resolve_impl(fmt, impl, q.device, q.shape[-1])
     if layout == "BSHD":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     if impl == "sdpa":

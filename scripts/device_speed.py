@@ -281,7 +281,7 @@ def main() -> None:
 def measure(out: Path, model: str, height: int, width: int, frames: int, formats: str, gemms: str,
             compile_blocks: bool, parts: str, repeats: int, impl: str, budget_s: float) -> None:
     """Time every part of one video; OUT/device_speed.json after every measurement."""
-    from kernels.api import _resolve_impl
+    from kernels import resolve_impl
 
     wanted = set(parts.split(","))
     device = pipeline.default_device()
@@ -301,7 +301,8 @@ def measure(out: Path, model: str, height: int, width: int, frames: int, formats
         report.data["sdpa_priority"] = speed.sdpa_priority_names(device)
         fmts = formats.split(",")
         for fmt in fmts:
-            report.data["impl"][fmt] = _resolve_impl(fmt, "auto" if fmt == "bf16" else impl, device)
+            report.data["impl"][fmt] = resolve_impl(fmt, "auto" if fmt == "bf16" else impl, device,
+                                                    pipe.transformer.config.attention_head_dim)
         report.save()
         if "text" in wanted:
             report.data["text_encode"] = measure_text(pipe, settings, clock)

@@ -51,6 +51,7 @@ def test_single_stream_and_offline_performance_runs_are_valid(finished_run):
     assert results["SingleStream"]["performance"]["validity"] == "VALID"
     assert results["SingleStream"]["performance"]["query_count"] == 64
     assert results["Offline"]["performance"]["samples"] == 4
+    assert results["Offline"]["performance"]["attention_kernels"] == {"bf16": "sdpa"}
     for scenario in ("SingleStream", "Offline"):
         summary = (run / LAYOUT / scenario / "performance" / "run_1" / "mlperf_log_summary.txt").read_text()
         assert "Result is : VALID" in summary and f"Scenario : {scenario}" in summary
@@ -98,7 +99,9 @@ def test_capture_shows_the_hybrid_schedule_switching_formats_per_step(tmp_path, 
     assert len(calls) == 4 * 2 * 2 and all(0.0 <= c["rollback_rate"] <= 1.0 for c in calls)
     summary = json.loads((capture / "summary.json").read_text())
     assert len(summary["saved_qkv"]) == 1 and (capture / summary["saved_qkv"][0]["file"]).is_file()
-    assert load_manifest(run)["results"]["Offline"]["accuracy"]["capture"]["calls"] == len(calls)
+    accuracy = load_manifest(run)["results"]["Offline"]["accuracy"]
+    assert accuracy["capture"]["calls"] == len(calls)
+    assert accuracy["attention_kernels"] == {"mxfp4": "emulate", "mxfp6": "emulate"}  # what ran, not "auto"
 
 
 BAD_INPUTS = ("unknown schedule", "malformed spec", "empty prompts", "missing prompts", "missing checkpoint",

@@ -2,21 +2,15 @@
 H200 figures depend on is checked in the SASS on every CI run, not only on the device."""
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sass_qgmma.py"
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def sass_tool():
-    spec = importlib.util.spec_from_file_location("sass_qgmma", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sass_qgmma")
 
 
 @pytest.fixture(scope="module")

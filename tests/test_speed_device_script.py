@@ -2,22 +2,16 @@
 work before device time is spent, and its assembly of the parts into a total pinned by hand."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "device_speed.py"
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("device_speed", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("device_speed")
 
 
 @pytest.mark.slow
