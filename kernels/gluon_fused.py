@@ -186,8 +186,10 @@ def _policy(s, tile, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout: g
     return p8, e_p, alpha, m_i, c_i, row_sum
 
 
-MATH_REGS: gl.constexpr = gl.constexpr(240)      # registers a thread of the second math warpgroup may hold
-PRODUCER_REGS: gl.constexpr = gl.constexpr(24)   # the TMA warpgroup (register reallocation works per warpgroup)
+# registers per thread after reallocation (setmaxnreg, per warpgroup): the worker math warpgroup and the TMA one;
+# the default partition (math warpgroup 0) gets what is left, also 240: (240 + 240 + 24) x 128 = 64,512
+MATH_REGS: gl.constexpr = gl.constexpr(240)
+PRODUCER_REGS: gl.constexpr = gl.constexpr(24)
 
 
 @gluon.jit
