@@ -317,7 +317,6 @@ def _math(WG: gl.constexpr, q_smem, ring, ones_smem, q_scale_ptr, k_scale_ptr, v
     HALF: gl.constexpr = BM // 2
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
     row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
-    p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
     rows = qt * BM + WG * HALF + gl.arange(0, HALF, row_layout)
     q_scale = gl.load(q_scale_ptr + bh * S_QPAD + rows)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
