@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""A/B of Gluon kernel variants in one process on the H200: the committed `kernels.gluon_fused.attention_kernel`,
+then each variant module's `attention_kernel` swapped in (same host wrapper, prepass and launch), then the
+committed kernel again (the drift between the two committed timings bounds the noise). Each output is compared
+bit for bit with the committed kernel's. A variant is a copy of kernels/gluon_fused.py with the change; keep
+it outside the repository (a git-ignored folder such as .carry/ travels with a device call when carried).
+
+usage: python3 scripts/ab_gluon.py VARIANT.py [VARIANT.py ...] [--shape 1,40,75600,128] [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+CONFIGS = {  # name: (fmt, options)
+    "fused-mxfp8": ("mxfp8", {}),
+    "conventional-fp8": ("mxfp8", {"softmax": "conventional"}),
+    "fused-mxfp8-nogate": ("mxfp8", {"gate_doublings": None}),
+    "fused-mxfp6": ("mxfp6", {}),
+}
+
+
+def _load(path: str):
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return name, module.attention_kernel
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("variants", nargs="+", help="paths of variant modules (each defines attention_kernel)")
+    parser.add_argument("--shape", default="1,40,75600,128", help="b,h,s,d of the standard-normal inputs")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ", ".join(CONFIGS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", dest="json_path", help="write {config: {kernel: TFLOP/s, ...}} here")
+    args = parser.parse_args()
+
+    import torch
+
+    import kernels.gluon_fused as gluon_fused
+    from kernels.bench import time_ms
+    from kernels.triton_attention import triton_attention
+
+    committed = gluon_fused.attention_kernel
+    kernels = [("committed", committed), *(_load(path) for path in args.variants), ("committed-again", committed)]
+    shape = tuple(int(x) for x in args.shape.split(","))
+    flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    inputs = [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+              for _ in range(2)]
+    results = {}
+    try:
+        for config in args.configs.split(","):
+            fmt, options = CONFIGS[config]
+            results[config], reference = {}, None
+            for name, kernel in kernels:
+                gluon_fused.attention_kernel = kernel
+
+                def run(q, k, v):
+                    return triton_attention(q, k, v, fmt, stats=False, engine="gluon", **options)[0]
+
+                out = run(*inputs[0])
+                reference = out if reference is None else reference
+                tflops = flops / statistics.median(time_ms(run, inputs, 2, args.repeats)) / 1e9
+                results[config][name] = {"tflops": round(tflops, 1), "bit_identical": bool(torch.equal(out, reference))}
+                print(f"{config:<20} {name:<20} {tflops:8.1f} TFLOP/s  bit-identical {torch.equal(out, reference)}",
+                      flush=True)
+                del out
+    finally:
+        gluon_fused.attention_kernel = committed
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            json.dump({"shape": list(shape), "repeats": args.repeats, "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
