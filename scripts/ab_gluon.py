@@ -50,7 +50,7 @@ def main() -> int:
     from kernels.triton_attention import triton_attention
 
     committed = gluon_fused.attention_kernel
-    kernels = [("committed", committed), *(_load(path) for path in args.variants), ("committed-again", committed)]
+    candidates = [("committed", committed), *(_load(path) for path in args.variants), ("committed-again", committed)]
     shape = tuple(int(x) for x in args.shape.split(","))
     flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3]
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -61,7 +61,7 @@ def main() -> int:
         for config in args.configs.split(","):
             fmt, options = CONFIGS[config]
             results[config], reference = {}, None
-            for name, kernel in kernels:
+            for name, kernel in candidates:
                 gluon_fused.attention_kernel = kernel
 
                 def run(q, k, v):

@@ -1,4 +1,4 @@
-"""Shared fixtures. Keep this small: each test module owns its own helpers."""
+"""Shared fixtures and helpers. Keep this small: each test module owns the helpers only it needs."""
 from __future__ import annotations
 
 import importlib.util
