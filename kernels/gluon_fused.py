@@ -6,16 +6,18 @@ policy the outputs matched it bit for bit on the H200); what changes is the sche
 warpgroup that streams K and V through a ring of STAGES slots shared by both. Each math warpgroup runs,
 per key tile j,
 
-    softmax policy of tile j -> P_j, alpha_j     beside   O = O alpha_{j-1} + PV_{j-1} in float32
-    wait for its turn; issue PV_j = P_j V_j (with its row sum) and S_{j+1} = Q K_{j+1}^T; hand the turn over
-    wait for the three GEMMs; free tile j's slot
+    softmax policy of tile j -> P_j, alpha_j          while PV_{j-1} and its row sum finish on the tensor cores
+    wait for PV_{j-1}; free tile j-1's slot; O = O alpha_{j-1} + PV_{j-1} in float32; P_j to shared memory
+    wait for its turn; issue S_{j+1} = Q K_{j+1}^T, then PV_j = P_j V_j and its row sum; hand the turn over
+    wait for S_{j+1} only
 
 and the turns alternate between the two through two named barriers, so that the tensor cores run one
 warpgroup's GEMMs while the other computes its softmax. Without them, warpgroups (or the programs sharing
 an SM) fall into lock step, GEMMs beside GEMMs and softmax beside softmax: results/h200/ncu_attention.md.
-PV_j is not overlapped with the warpgroup's own softmax (FA3's intra-warpgroup overlap): its fresh
-float32 accumulator in flight beside O, S_{j+1} and two P operands needs more than the 240 registers a
-math warpgroup gets. Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop.
+P goes to the PV GEMM through shared memory, not registers: PV_j then runs under the warpgroup's own next
+policy (FA3's intra-warpgroup overlap) without two P operands in registers beside O, PV and S, which the
+240 registers a math warpgroup gets do not hold. A/B on the H200: results/h200/kernels_bench.md.
+Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop.
 """
 from __future__ import annotations
 
@@ -82,6 +84,16 @@ def _rows_as(x, like):
 
 
 @gluon.jit
+def _row_max(s):
+    """Row maximum of the (key-permuted, see `_pv_order`) scores as a tree: each thread's 32 keys of a row are
+    halved level by level (depth 5 of independent FMNMX instead of one serial chain), then the quad's shuffles."""
+    x = gl.reshape(s, [s.shape[0], s.shape[1] // 32, 2, 4, 2, 2])  # key = 32 block + 16 h + 4 t + 2 e + j
+    x = gl.max(gl.max(gl.max(x, 5), 4), 2)
+    x = gl.max(gl.max(gl.reshape(x, [s.shape[0], s.shape[1] // 64, 2, 4]), 1), 1)
+    return gl.max(x, 1)
+
+
+@gluon.jit
 def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D_BIAS: gl.constexpr,
                   SEED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
                   P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
@@ -93,11 +105,12 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
         bmax = gl.max(gl.reshape(s, [s.shape[0], s.shape[1] // 32, 32]), 2)
         smax = _rows_as(gl.max(bmax, 1), s)
     else:
-        smax = gl.max(s, 1)
+        smax = _rows_as(_row_max(s), s)
     a = _rows_as(a, s)
     m_i = _rows_as(m_i, s)
     c_i = _rows_as(c_i, s)
     a128 = a * 128.0
+    D_FLOOR: gl.constexpr = int(D_BIAS)  # floor: D_BIAS > 0
     if SEED:
         m_i = smax * a
         c_i = D_BIAS - 128.0 * m_i
@@ -105,7 +118,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
     need = pmax > gate_p
     _mark(flags + tile, need)
     if GATE:
-        delta = gl.where(need, gl.ceil((pmax.to(gl.float32) - D_BIAS) * 0.0078125).to(gl.int32), 0)
+        delta = gl.where(need, (pmax + (127 - D_FLOOR)) >> 7, 0)  # ceil((pmax - D_BIAS) / 128), in integers
         m_i = m_i + delta.to(gl.float32)
         c_i = c_i - 128.0 * delta.to(gl.float32)
         pmax = pmax - 128 * delta
@@ -230,40 +243,62 @@ def _producer(desc_k, desc_v, ring, kv_row, v_row, N_KT, BN: gl.constexpr, STAGE
 
 
 @gluon.jit
+def _wait_keys(ring, tile, STAGES: gl.constexpr):
+    """Wait until K and V of `tile` have landed in the ring (before the turn: a late TMA never holds the turn)."""
+    mbarrier.wait(ring[2].index(tile % STAGES), (tile // STAGES) & 1)
+
+
+@gluon.jit
 def _issue_scores(q_smem, ring, tile, s_layout: gl.constexpr, HALF: gl.constexpr, BN: gl.constexpr,
                   STAGES: gl.constexpr):
-    """Wait for K of `tile` and issue its QK GEMM (fresh accumulator); returns the wgmma token."""
-    slot = tile % STAGES
-    mbarrier.wait(ring[2].index(slot), (tile // STAGES) & 1)
+    """Issue the QK GEMM of `tile` (fresh accumulator; its K has landed: `_wait_keys`); returns the wgmma token."""
     zero = gl.zeros([HALF, BN], gl.float32, s_layout)
-    return warpgroup_mma(q_smem, ring[0].index(slot).permute((1, 0)), zero, use_acc=False, is_async=True)
+    return warpgroup_mma(q_smem, ring[0].index(tile % STAGES).permute((1, 0)), zero, use_acc=False, is_async=True)
+
+
+# acc *= alpha for the 64 accumulator values a thread holds (tied in place), skipped by a uniform branch when no
+# row of the warp has alpha != 1 (elements 0 and 2 carry the thread's two rows)
+_RESCALE_N = 64
+RESCALE_ASM: gl.constexpr = gl.constexpr(
+    "{ .reg .pred p, q; setp.ne.f32 p, $128, 0f3F800000; setp.ne.f32 q, $130, 0f3F800000; or.pred p, p, q; "
+    "vote.sync.any.pred p, p, -1; @!p bra.uni SKIP; "
+    + " ".join(f"mul.f32 ${i}, ${i}, ${2 * _RESCALE_N + i};" for i in range(_RESCALE_N)) + " SKIP: }")
+RESCALE_CONSTRAINTS: gl.constexpr = gl.constexpr(
+    ",".join(["=f"] * _RESCALE_N + [str(i) for i in range(_RESCALE_N)] + ["f"] * _RESCALE_N))
+
+
+@gluon.jit
+def _rescale_rows(acc, alpha):
+    """acc * alpha, skipped (one vote and a uniform branch) in every warp whose rows all have alpha = 1: a
+    rollback is rare, and 64 predicated-off multiplies would still take their issue slots."""
+    return gl.inline_asm_elementwise(RESCALE_ASM, RESCALE_CONSTRAINTS, [acc, alpha], dtype=gl.float32,
+                                     is_pure=True, pack=64)
 
 
 @gluon.jit
 def _accumulate(acc, pv, pv_scale, alpha, RESCALE: gl.constexpr):
     """O = O alpha + PV pv_scale in float32. RESCALE is off only where alpha is always 1 (fused, no gate); with
-    the gate, alpha is 1 in every row that did not roll back, yet 64 FMUL per tile measured cheaper than a
-    block-wide "any row rolled back?" branch (730 vs 696 TFLOP/s)."""
+    the gate, alpha is 1 in every row that did not roll back, and a warp skips the multiplies when all its
+    rows are such (`_rescale_rows`; a block-wide "any row rolled back?" branch had measured slower than the
+    64 FMUL, 696 vs 730 TFLOP/s)."""
     if RESCALE:
-        acc = acc * gl.expand_dims(alpha, 1)
+        acc = _rescale_rows(acc, _broadcast_to(gl.expand_dims(alpha, 1), acc.shape))
     return gl.fma(pv, gl.expand_dims(pv_scale, 1), acc)
 
 
 @gluon.jit
-def _step(WG: gl.constexpr, j, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
-          gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, D_BIAS: gl.constexpr,
-          FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr, GATE: gl.constexpr,
-          P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
-    """Key tile j: its policy beside tile j-1's O update, then one turn that issues PV_j, its row sum and
-    (when NEXT) tile j+1's scores. `state` is (scores of tile j, K and V scales of tile j, PV_{j-1}, its
-    per-row scale, alpha_{j-1}, O, l, m, c); returns tile j+1's.
-
-    O += PV_{j-1} is deferred to here, beside the policy of tile j that does not depend on it: with one warp
-    per scheduler in the softmax, its 128 independent FMUL/FFMA fill the latency of the policy's serial
-    row-maximum chain (a plain order leaves them to run alone after the GEMMs). Only float32 tensors cross
-    the loop (an 8-bit P carried to the next iteration costs ~110 PRMT per tile in Gluon 3.6). K and V
-    scales are loaded a tile ahead: no other program hides a global load's latency."""
-    s, k_scale, v_scale, pv, o_scale, alpha_o, acc, l_i, m_i, c_i = state
+def _step(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags,
+          S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+          D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr,
+          GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
+          P_BLOCKS: gl.constexpr):
+    """Key tile j: its policy while tile j-1's PV and row-sum GEMMs finish; then O += PV_{j-1}, P_j to shared
+    memory, and one turn that issues S_{j+1} (when NEXT), PV_j and its row sum; wait for S_{j+1} only.
+    `state` is (scores of tile j, K and V scales of tile j, the PV and row-sum GEMMs of tile j-1 in flight,
+    their per-row scales, alpha_{j-1}, O, l, m, c); returns tile j+1's. Only float32 tensors cross the loop
+    (an 8-bit P carried to the next iteration costs ~110 PRMT per tile in Gluon 3.6). K and V scales are
+    loaded a tile ahead: no other program hides a global load's latency."""
+    s, k_scale, v_scale, pv, sums, o_scale, sum_scale, alpha_o, acc, l_i, m_i, c_i = state
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     o_layout: gl.constexpr = acc.type.layout
     sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
@@ -277,51 +312,69 @@ def _step(WG: gl.constexpr, j, state, q_smem, ring, ones_smem, q_scale, k_scale_
     p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout,
                                                BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
                                                P_BLOCKS)
-    acc = _accumulate(acc, pv, o_scale, alpha_o, GATE or not FUSED)
+    p_scale = _pow2(e_p)
+    if not SEED:
+        acc, l_i = _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, j - 1, STAGES, FUSED,
+                           GATE or not FUSED)
+    if not FUSED:
+        l_i = l_i * alpha + row_sum * p_scale
+    p_smem.store(p)
+    fence_async_shared()
     slot = j % STAGES
+    if NEXT:
+        _wait_keys(ring, j + 1, STAGES)
     _take_turn(WG, j)
-    pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([HALF, D], gl.float32, o_layout),
-                           use_acc=False, is_async=True)
-    if FUSED:
-        p_sum = gl.convert_layout(p, gl.DotOperandLayout(0, sum_layout, 4), assert_trivial=True)
-        sum_tok = warpgroup_mma(p_sum, ones_smem.permute((1, 0)), gl.zeros([HALF, SUM_N], gl.float32, sum_layout),
-                                use_acc=False, is_async=True)
     if NEXT:
         s_tok = _issue_scores(q_smem, ring, j + 1, s_layout, HALF, BN, STAGES)
+    pv = warpgroup_mma(p_smem, ring[1].index(slot).permute((1, 0)), gl.zeros([HALF, D], gl.float32, o_layout),
+                       use_acc=False, is_async=True)
+    if FUSED:
+        sums = warpgroup_mma(p_smem, ones_smem.permute((1, 0)), gl.zeros([HALF, SUM_N], gl.float32, sum_layout),
+                             use_acc=False, is_async=True)
     if WG == 0 or NEXT:  # the second warpgroup's last hand-over would have no taker
         _hand_over(WG, j)
-    if FUSED:
-        if NEXT:
-            pv, sums, s = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, sum_tok, s_tok))
+    if NEXT:
+        if FUSED:
+            s = warpgroup_mma_wait(num_outstanding=2, deps=(s_tok, ))
         else:
-            pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, sum_tok))
-        is_col0 = gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(0, sum_layout)), 0) == 0
-        row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
-    else:
-        if NEXT:
-            pv, s = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, s_tok))
-        else:
-            pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, ))
-    mbarrier.arrive(ring[3].index(slot), count=1)  # this warpgroup is done with tile j's slot
-    p_scale = _pow2(e_p)
-    l_i = l_i * alpha + row_sum * p_scale
-    return s, k_scale_next, v_scale_next, pv, p_scale * v_scale, alpha, acc, l_i, m_i, c_i
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s_tok, ))
+    return s, k_scale_next, v_scale_next, pv, sums, p_scale * v_scale, p_scale, alpha, acc, l_i, m_i, c_i
 
 
 @gluon.jit
-def _math(WG: gl.constexpr, q_smem, ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags, qt, bh,
-          S_Q, S_K, S_QPAD, N_KT, gate_p, BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
+def _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, tile, STAGES: gl.constexpr, FUSED: gl.constexpr,
+            RESCALE: gl.constexpr):
+    """Wait for tile `tile`'s PV (and row-sum) GEMMs, free its ring slot, fold them into O (and l)."""
+    if FUSED:
+        pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(pv, sums))
+    else:
+        pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv, ))
+    mbarrier.arrive(ring[3].index(tile % STAGES), count=1)  # this warpgroup is done with the tile's slot
+    acc = _accumulate(acc, pv, o_scale, alpha_o, RESCALE)
+    if FUSED:
+        sum_layout: gl.constexpr = sums.type.layout
+        is_col0 = gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(0, sum_layout)), 0) == 0
+        row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
+        l_i = l_i * alpha_o + row_sum * sum_scale
+    return acc, l_i
+
+
+@gluon.jit
+def _math(WG: gl.constexpr, q_smem, p_smem, ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags,
+          qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, BM: gl.constexpr, BN: gl.constexpr, D: gl.constexpr,
           STAGES: gl.constexpr, D_BIAS: gl.constexpr, FUSED: gl.constexpr, GATE: gl.constexpr,
           P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
     """Math warpgroup WG: query rows [WG * BM/2, (WG + 1) * BM/2) of the program's tile, every key tile."""
     HALF: gl.constexpr = BM // 2
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
+    sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
     row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     rows = qt * BM + WG * HALF + gl.arange(0, HALF, row_layout)
     q_scale = gl.load(q_scale_ptr + bh * S_QPAD + rows)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     if WG == 1:
         _hand_over(WG, qt)  # the first turn is warpgroup 0's
+    _wait_keys(ring, 0, STAGES)
     _take_turn(WG, qt)
     s_tok = _issue_scores(q_smem, ring, 0, s_layout, HALF, BN, STAGES)
     _hand_over(WG, qt)
@@ -330,27 +383,33 @@ def _math(WG: gl.constexpr, q_smem, ring, ones_smem, q_scale_ptr, k_scale_ptr, v
     v_scale = gl.load(v_scale_ptr)
     acc = gl.zeros([HALF, D], gl.float32, o_layout)
     pv = gl.zeros([HALF, D], gl.float32, o_layout)
+    sums = gl.zeros([HALF, SUM_N], gl.float32, sum_layout)
     o_scale = gl.zeros([HALF], gl.float32, row_layout)
+    sum_scale = gl.zeros([HALF], gl.float32, row_layout)
     alpha_o = gl.full([HALF], 1.0, gl.float32, row_layout)
     l_i = gl.zeros([HALF], gl.float32, row_layout)
     m_i = gl.full([HALF], float("-inf"), gl.float32, row_layout)
     c_i = gl.zeros([HALF], gl.float32, row_layout)
-    state = (s, k_scale, v_scale, pv, o_scale, alpha_o, acc, l_i, m_i, c_i)
+    # tile 0's state: `state` itself cannot hold it, a GEMM in flight is not a tensor
+    first = (s, k_scale, v_scale, pv, sums, o_scale, sum_scale, alpha_o, acc, l_i, m_i, c_i)
     if N_KT == 1:
-        state = _step(WG, 0, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K, gate_p,
-                      HALF, BN, D, STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-    else:
-        state = _step(WG, 0, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K, gate_p,
-                      HALF, BN, D, STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-        for j in range(1, N_KT - 1):
-            state = _step(WG, j, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
-                          gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE, P_EMAX, P_SHIFT,
-                          P_CLAMP, P_BLOCKS)
-        state = _step(WG, N_KT - 1, state, q_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
-                      gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+        state = _step(WG, 0, first, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
+                      gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, True, True, False, GATE, P_EMAX, P_SHIFT, P_CLAMP,
                       P_BLOCKS)
-    s, k_scale, v_scale, pv, o_scale, alpha_o, acc, l_i, m_i, c_i = state
-    acc = _accumulate(acc, pv, o_scale, alpha_o, GATE or not FUSED)
+    else:
+        state = _step(WG, 0, first, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
+                      gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, True, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                      P_BLOCKS)
+        for j in range(1, N_KT - 1):
+            state = _step(WG, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags,
+                          S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, False, True, GATE, P_EMAX, P_SHIFT,
+                          P_CLAMP, P_BLOCKS)
+        state = _step(WG, N_KT - 1, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags,
+                      S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX, P_SHIFT,
+                      P_CLAMP, P_BLOCKS)
+    s, k_scale, v_scale, pv, sums, o_scale, sum_scale, alpha_o, acc, l_i, m_i, c_i = state
+    acc, l_i = _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, N_KT - 1, STAGES, FUSED,
+                       GATE or not FUSED)
     out = acc * gl.expand_dims(1.0 / l_i, 1)
     cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
     ptrs = out_ptr + gl.expand_dims((bh * S_Q + rows) * D, 1) + gl.expand_dims(cols, 0)
@@ -378,6 +437,9 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
             gl.allocate_shared_memory(gl.float8e4nv, [STAGES, D, BN], desc_v.layout),
             gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()),
             gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()))
+    # each math warpgroup's P, the A operand of its PV and row-sum GEMMs
+    p_smem = gl.allocate_shared_memory(gl.float8e4nv, [2, HALF, BN],
+                                       gl.NVMMASharedLayout.get_default_for([HALF, BN], gl.float8e4nv))
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(STAGES):
@@ -397,12 +459,12 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     mbarrier.wait(q_bar, 0)
     mbarrier.invalidate(q_bar)
     gl.warp_specialize(
-        [(_math, (0, q_smem.index(0), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags, qt,
-                  bh, S_Q, S_K, S_QPAD, N_KT, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, GATE, P_EMAX, P_SHIFT,
-                  P_CLAMP, P_BLOCKS)),
-         (_math, (1, q_smem.index(1), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags, qt,
-                  bh, S_Q, S_K, S_QPAD, N_KT, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, GATE, P_EMAX, P_SHIFT,
-                  P_CLAMP, P_BLOCKS)),
+        [(_math, (0, q_smem.index(0), p_smem.index(0), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr,
+                  out_ptr, flags, qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, GATE,
+                  P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)),
+         (_math, (1, q_smem.index(1), p_smem.index(1), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr,
+                  out_ptr, flags, qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, BM, BN, D, STAGES, D_BIAS, FUSED, GATE,
+                  P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)),
          (_producer, (desc_k, desc_v, ring, kv_row, v_row, N_KT, BN, STAGES))],
         [4, 4], [MATH_REGS, PRODUCER_REGS])
     for i in gl.static_range(STAGES):

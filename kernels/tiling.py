@@ -35,8 +35,9 @@ class Tiling:
 
 
 # the Gluon kernel: 128 rows in two math warpgroups and a TMA one, one program per SM (num_warps counts
-# the first math warpgroup only: the other two are warp_specialize workers)
-GLUON = Tiling(128, BLOCK_N, num_warps=4, num_stages=3)
+# the first math warpgroup only: the other two are warp_specialize workers); 4 stages, a power of two, make
+# the ring's slot and phase arithmetic in each turn a mask and a shift
+GLUON = Tiling(128, BLOCK_N, num_warps=4, num_stages=4)
 GLUON_HEAD_DIM = 128
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A/B of Gluon kernel variants in one process on the H200: the committed `kernels.gluon_fused.attention_kernel`,
 then each variant module's `attention_kernel` swapped in (same host wrapper, prepass and launch), then the
-committed kernel again (the drift between the two committed timings bounds the noise). Each output is compared
-bit for bit with the committed kernel's. A variant is a copy of kernels/gluon_fused.py with the change; keep
+committed kernel again (the gap between the two committed timings bounds the noise). The timings are taken in
+rounds, one warm-up and one timed call of every kernel per round, so that a drift of the clocks over the run
+(thermal, power) falls on every kernel alike. Each output is compared bit for bit with the committed kernel's. A variant is a copy of kernels/gluon_fused.py with the change; keep
 it outside the repository (a git-ignored folder such as .carry/ travels with a device call when carried).
 
 usage: python3 scripts/ab_gluon.py VARIANT.py [VARIANT.py ...] [--shape 1,40,75600,128] [--json OUT.json]
@@ -39,7 +40,7 @@ def main() -> int:
     parser.add_argument("variants", nargs="+", help="paths of variant modules (each defines attention_kernel)")
     parser.add_argument("--shape", default="1,40,75600,128", help="b,h,s,d of the standard-normal inputs")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ", ".join(CONFIGS))
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9, help="rounds (one timed call of each kernel per round)")
     parser.add_argument("--json", dest="json_path", help="write {config: {kernel: TFLOP/s, ...}} here")
     args = parser.parse_args()
 
@@ -54,26 +55,32 @@ def main() -> int:
     shape = tuple(int(x) for x in args.shape.split(","))
     flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3]
     g = torch.Generator(device="cuda").manual_seed(0)
-    inputs = [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-              for _ in range(2)]
+    inputs = [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))]
     results = {}
     try:
         for config in args.configs.split(","):
             fmt, options = CONFIGS[config]
-            results[config], reference = {}, None
-            for name, kernel in candidates:
+
+            def run(q, k, v):
+                return triton_attention(q, k, v, fmt, stats=False, engine="gluon", **options)[0]
+
+            reference, identical, times = None, {}, {name: [] for name, _ in candidates}
+            for name, kernel in candidates:  # compiles each kernel and checks its output
                 gluon_fused.attention_kernel = kernel
-
-                def run(q, k, v):
-                    return triton_attention(q, k, v, fmt, stats=False, engine="gluon", **options)[0]
-
                 out = run(*inputs[0])
                 reference = out if reference is None else reference
-                tflops = flops / statistics.median(time_ms(run, inputs, 2, args.repeats)) / 1e9
-                results[config][name] = {"tflops": round(tflops, 1), "bit_identical": bool(torch.equal(out, reference))}
-                print(f"{config:<20} {name:<20} {tflops:8.1f} TFLOP/s  bit-identical {torch.equal(out, reference)}",
-                      flush=True)
+                identical[name] = bool(torch.equal(out, reference))
                 del out
+            for _ in range(args.repeats):
+                for name, kernel in candidates:
+                    gluon_fused.attention_kernel = kernel
+                    times[name] += time_ms(run, inputs, 1, 1)
+            results[config] = {}
+            for name, _ in candidates:
+                tflops = flops / statistics.median(times[name]) / 1e9
+                results[config][name] = {"tflops": round(tflops, 1), "bit_identical": identical[name],
+                                         "ms": [round(t, 3) for t in times[name]]}
+                print(f"{config:<20} {name:<20} {tflops:8.1f} TFLOP/s  bit-identical {identical[name]}", flush=True)
     finally:
         gluon_fused.attention_kernel = committed
     if args.json_path:
