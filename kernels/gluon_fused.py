@@ -56,6 +56,20 @@ def _to_e4m3(x):
 
 
 @gluon.jit
+def _rescale_blocks(p8, factor):
+    """E4M3 P in its block's units -> min(P, 7.5 * 2^-6) * factor (a power of two) in E4M3, four values per
+    register: two packed converts to f16x2, a packed min and multiply each, two packed converts back. Clamping
+    after the rounding equals the emulator's clamp before it (every value above 7.5 * 2^-6 rounds to at least
+    7.5 * 2^-6). Gluon's own lowering unpacks the bytes and goes through float32."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .b16 lo, hi; .reg .b32 a, b, m; mov.b32 {lo, hi}, $1; mov.b32 m, 0x2F802F80; "
+        "cvt.rn.f16x2.e4m3x2 a, lo; cvt.rn.f16x2.e4m3x2 b, hi; min.f16x2 a, a, m; min.f16x2 b, b, m; "
+        "mul.rn.f16x2 a, a, $2; mul.rn.f16x2 b, b, $3; cvt.rn.satfinite.e4m3x2.f16x2 lo, a; "
+        "cvt.rn.satfinite.e4m3x2.f16x2 hi, b; mov.b32 $0, {lo, hi}; }", "=r,r,r,r", [p8, factor],
+        dtype=gl.float8e4nv, is_pure=True, pack=4)
+
+
+@gluon.jit
 def _mark(ptr, need):
     """Store 1 at the scalar `ptr` from every row where `need` holds (a predicated st.global)."""
     addr = ptr.to(gl.int64, bitcast=True) + gl.zeros_like(need.to(gl.int64))
@@ -138,7 +152,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
         c_p = _broadcast_to(gl.expand_dims((c_i - 128.0 * e_p.to(gl.float32)) * TWO_M16, 1), s.shape)
     t = _fma_sat(s, a16, c_p) + 192.0
     bits = t.to(gl.int32, bitcast=True) << 16
-    if P_CLAMP:
+    if P_CLAMP and not P_BLOCKS:  # the block path clamps after rounding, in `_rescale_blocks`
         bits = gl.minimum(bits, P_SAT_E2M3 << 16)
     p = bits.to(gl.float32, bitcast=True)
     p8 = _to_e4m3(gl.convert_layout(p, p_layout, assert_trivial=True))
@@ -146,7 +160,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
         e_pb = gl.convert_layout(e_p, gl.SliceLayout(1, bmax.type.layout))
         factor = _pow2(s_b + 6 - gl.expand_dims(e_pb, 1)).to(gl.float16)
         factor = gl.convert_layout(_per_block(factor, p), p_layout, assert_trivial=True)
-        p8 = (p8.to(gl.float16) * factor).to(gl.float8e4nv)
+        p8 = _rescale_blocks(p8, factor)
     return p8, e_p, alpha, m_i, c_i
 
 
