@@ -3,8 +3,9 @@
 then each variant module's `attention_kernel` swapped in (same host wrapper, prepass and launch), then the
 committed kernel again (the gap between the two committed timings bounds the noise). The timings are taken in
 rounds, one warm-up and one timed call of every kernel per round, so that a drift of the clocks over the run
-(thermal, power) falls on every kernel alike. Each output is compared bit for bit with the committed kernel's. A variant is a copy of kernels/gluon_fused.py with the change; keep
-it outside the repository (a git-ignored folder such as .carry/ travels with a device call when carried).
+(thermal, power) falls on every kernel alike. Each output is compared bit for bit with the committed kernel's.
+A variant is a copy of kernels/gluon_fused.py with the change; keep it outside the repository (a git-ignored
+folder such as .carry/ travels with a device call when carried).
 
 usage: python3 scripts/ab_gluon.py VARIANT.py [VARIANT.py ...] [--shape 1,40,75600,128] [--json OUT.json]
 """
