@@ -35,3 +35,23 @@ def test_gluon_math_warpgroups_take_turns_through_named_barriers(gluon_fused_sas
     bars = re.findall(r"BAR\.(SYNC\.DEFER_BLOCKING|ARV) (0x[89]), 0x100", gluon_fused_sass)
     assert {("SYNC.DEFER_BLOCKING", "0x8"), ("SYNC.DEFER_BLOCKING", "0x9"), ("ARV", "0x8"), ("ARV", "0x9")} <= set(bars)
     assert "USETMAXREG" in gluon_fused_sass  # registers moved from the TMA warpgroup to the math ones
+
+
+def test_gluon_fused_policy_feeds_p_from_shared_memory_and_skips_the_rescale_by_warp_vote(gluon_fused_sass):
+    """P reaches the PV and row-sum GEMMs through shared memory (stmatrix, then every QGMMA reads both operands
+    by descriptor), and the O rescale sits behind a warp vote (the schedule measured in kernels_bench.md)."""
+    qgmma = re.findall(r"QGMMA\.\S+ R\d+, (\w+)", gluon_fused_sass)
+    assert qgmma and set(qgmma) == {"gdesc"}
+    assert "STSM" in gluon_fused_sass
+    assert "VOTE.ANY" in gluon_fused_sass
+
+
+def test_gluon_mx_block_p_is_clamped_and_rescaled_in_packed_f16x2(sass_tool, tmp_path):
+    """Exact block-scaled MX P: per two values one E4M3->f16x2 convert, one HMNMX2 (the E2M3 clamp), one HMUL2
+    (the block's power of two) and one convert back, with no per-value integer clamp left beside them."""
+    kernel = sass_tool.compile_variant(sass_tool.VARIANTS["fused-mx-p-e2m3-block"], engine="gluon")
+    sass = sass_tool.sass_of(kernel.asm["cubin"], str(tmp_path), "fused-mx-p-e2m3-block")
+    counts = {op: len(re.findall(rf"\b{re.escape(op)}\b", sass))
+              for op in ("F2FP.F16.E4M3.UNPACK_B", "HMNMX2", "HMUL2", "F2FP.SATFINITE.E4M3.F16.UNPACK_B_MERGE_C")}
+    assert len(set(counts.values())) == 1 and counts["HMUL2"] > 0, counts
+    assert len(re.findall(r"\bVIMNMX\b", sass)) < counts["HMUL2"]
