@@ -14,9 +14,11 @@ per key tile j,
 and the turns alternate between the two through two named barriers, so that the tensor cores run one
 warpgroup's GEMMs while the other computes its softmax. Without them, warpgroups (or the programs sharing
 an SM) fall into lock step, GEMMs beside GEMMs and softmax beside softmax: results/h200/ncu_attention.md.
-P goes to the PV GEMM through shared memory, not registers: PV_j then runs under the warpgroup's own next
-policy (FA3's intra-warpgroup overlap) without two P operands in registers beside O, PV and S, which the
-240 registers a math warpgroup gets do not hold. A/B on the H200: results/h200/kernels_bench.md.
+In the fused policy P goes to the PV GEMM through shared memory, not registers: PV_j then runs under the
+warpgroup's own next policy (FA3's intra-warpgroup overlap) without two P operands in registers beside O, PV
+and S, which the 240 registers a math warpgroup gets do not hold. The conventional policy, the baseline, keeps
+P in registers and waits for PV_j in its turn, which measured faster for it (830 vs 800 TFLOP/s). A/B on the
+H200: results/h200/kernels_bench.md.
 Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop.
 """
 from __future__ import annotations
@@ -302,13 +304,72 @@ def _accumulate(acc, pv, pv_scale, alpha, RESCALE: gl.constexpr):
 
 
 @gluon.jit
-def _step(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags,
-          S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-          D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr,
-          GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
-          P_BLOCKS: gl.constexpr):
-    """Key tile j: its policy while tile j-1's PV and row-sum GEMMs finish; then O += PV_{j-1}, P_j to shared
-    memory, and one turn that issues S_{j+1} (when NEXT), PV_j and its row sum; wait for S_{j+1} only.
+def _step(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
+          gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, D_BIAS: gl.constexpr,
+          FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr, GATE: gl.constexpr,
+          P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
+    """Key tile j: the fused policy with P through shared memory (`_step_smem`), the conventional one with P in
+    registers (`_step_registers`), each policy's faster schedule."""
+    if FUSED:
+        out = _step_smem(WG, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
+                         gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, SEED, MASK, NEXT, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                         P_BLOCKS)
+    else:
+        out = _step_registers(WG, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags,
+                              S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, SEED, MASK, NEXT, GATE, P_EMAX, P_SHIFT,
+                              P_CLAMP, P_BLOCKS)
+    return out
+
+
+@gluon.jit
+def _step_registers(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr,
+                    flags, S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+                    D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr,
+                    NEXT: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr,
+                    P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr):
+    """Key tile j with P in registers: its policy beside tile j-1's O update, then one turn that issues PV_j
+    and (when NEXT) tile j+1's scores, then waits for both. Same state as `_step_smem`, with PV_{j-1} done."""
+    s, k_scale, v_scale, pv, sums, o_scale, sum_scale, alpha_o, acc, l_i, m_i, c_i = state
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
+    o_layout: gl.constexpr = acc.type.layout
+    p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
+    if NEXT:
+        k_scale_next = gl.load(k_scale_ptr + j + 1)
+        v_scale_next = gl.load(v_scale_ptr + j + 1)
+    else:
+        k_scale_next = k_scale
+        v_scale_next = v_scale
+    p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout,
+                                               BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
+                                               P_BLOCKS)
+    acc = _accumulate(acc, pv, o_scale, alpha_o, True)
+    slot = j % STAGES
+    _take_turn(WG, j)
+    pv_tok = warpgroup_mma(p, ring[1].index(slot).permute((1, 0)), gl.zeros([HALF, D], gl.float32, o_layout),
+                           use_acc=False, is_async=True)
+    if NEXT:
+        _wait_keys(ring, j + 1, STAGES)
+        s_tok = _issue_scores(q_smem, ring, j + 1, s_layout, HALF, BN, STAGES)
+    if WG == 0 or NEXT:
+        _hand_over(WG, j)
+    if NEXT:
+        pv, s = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, s_tok))
+    else:
+        pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, ))
+    mbarrier.arrive(ring[3].index(slot), count=1)
+    p_scale = _pow2(e_p)
+    l_i = l_i * alpha + row_sum * p_scale
+    return s, k_scale_next, v_scale_next, pv, sums, p_scale * v_scale, sum_scale, alpha, acc, l_i, m_i, c_i
+
+
+@gluon.jit
+def _step_smem(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags,
+               S_K, gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+               D_BIAS: gl.constexpr, FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr,
+               GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
+               P_BLOCKS: gl.constexpr):
+    """Key tile j, fused policy: its policy while tile j-1's PV and row-sum GEMMs finish; then O += PV_{j-1}, P_j
+    to shared memory, and one turn that issues S_{j+1} (when NEXT), PV_j and its row sum; wait for S_{j+1} only.
     `state` is (scores of tile j, K and V scales of tile j, the PV and row-sum GEMMs of tile j-1 in flight,
     their per-row scales, alpha_{j-1}, O, l, m, c); returns tile j+1's. Only float32 tensors cross the loop
     (an 8-bit P carried to the next iteration costs ~110 PRMT per tile in Gluon 3.6). K and V scales are
@@ -324,15 +385,11 @@ def _step(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, 
     else:
         k_scale_next = k_scale
         v_scale_next = v_scale
-    p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout,
-                                               BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
-                                               P_BLOCKS)
+    p, e_p, alpha, m_i, c_i, _ = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout, BN, D_BIAS,
+                                         FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
     p_scale = _pow2(e_p)
     if not SEED:
-        acc, l_i = _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, j - 1, STAGES, FUSED,
-                           GATE or not FUSED)
-    if not FUSED:
-        l_i = l_i * alpha + row_sum * p_scale
+        acc, l_i = _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, j - 1, STAGES, GATE)
     p_smem.store(p)
     fence_async_shared()
     slot = j % STAGES
@@ -343,34 +400,25 @@ def _step(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, 
         s_tok = _issue_scores(q_smem, ring, j + 1, s_layout, HALF, BN, STAGES)
     pv = warpgroup_mma(p_smem, ring[1].index(slot).permute((1, 0)), gl.zeros([HALF, D], gl.float32, o_layout),
                        use_acc=False, is_async=True)
-    if FUSED:
-        sums = warpgroup_mma(p_smem, ones_smem.permute((1, 0)), gl.zeros([HALF, SUM_N], gl.float32, sum_layout),
-                             use_acc=False, is_async=True)
+    sums = warpgroup_mma(p_smem, ones_smem.permute((1, 0)), gl.zeros([HALF, SUM_N], gl.float32, sum_layout),
+                         use_acc=False, is_async=True)
     if WG == 0 or NEXT:  # the second warpgroup's last hand-over would have no taker
         _hand_over(WG, j)
     if NEXT:
-        if FUSED:
-            s = warpgroup_mma_wait(num_outstanding=2, deps=(s_tok, ))
-        else:
-            s = warpgroup_mma_wait(num_outstanding=1, deps=(s_tok, ))
+        s = warpgroup_mma_wait(num_outstanding=2, deps=(s_tok, ))
     return s, k_scale_next, v_scale_next, pv, sums, p_scale * v_scale, p_scale, alpha, acc, l_i, m_i, c_i
 
 
 @gluon.jit
-def _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, tile, STAGES: gl.constexpr, FUSED: gl.constexpr,
-            RESCALE: gl.constexpr):
-    """Wait for tile `tile`'s PV (and row-sum) GEMMs, free its ring slot, fold them into O (and l)."""
-    if FUSED:
-        pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(pv, sums))
-    else:
-        pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv, ))
+def _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, tile, STAGES: gl.constexpr, RESCALE: gl.constexpr):
+    """Wait for tile `tile`'s PV and row-sum GEMMs (fused policy), free its ring slot, fold them into O and l."""
+    pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(pv, sums))
     mbarrier.arrive(ring[3].index(tile % STAGES), count=1)  # this warpgroup is done with the tile's slot
     acc = _accumulate(acc, pv, o_scale, alpha_o, RESCALE)
-    if FUSED:
-        sum_layout: gl.constexpr = sums.type.layout
-        is_col0 = gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(0, sum_layout)), 0) == 0
-        row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
-        l_i = l_i * alpha_o + row_sum * sum_scale
+    sum_layout: gl.constexpr = sums.type.layout
+    is_col0 = gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(0, sum_layout)), 0) == 0
+    row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
+    l_i = l_i * alpha_o + row_sum * sum_scale
     return acc, l_i
 
 
@@ -423,8 +471,10 @@ def _math(WG: gl.constexpr, q_smem, p_smem, ring, ones_smem, q_scale_ptr, k_scal
                       S_K, gate_p, HALF, BN, D, STAGES, D_BIAS, FUSED, False, True, False, GATE, P_EMAX, P_SHIFT,
                       P_CLAMP, P_BLOCKS)
     s, k_scale, v_scale, pv, sums, o_scale, sum_scale, alpha_o, acc, l_i, m_i, c_i = state
-    acc, l_i = _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, N_KT - 1, STAGES, FUSED,
-                       GATE or not FUSED)
+    if FUSED:
+        acc, l_i = _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, N_KT - 1, STAGES, GATE)
+    else:
+        acc = _accumulate(acc, pv, o_scale, alpha_o, True)
     out = acc * gl.expand_dims(1.0 / l_i, 1)
     cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
     ptrs = out_ptr + gl.expand_dims((bh * S_Q + rows) * D, 1) + gl.expand_dims(cols, 0)
