@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from harness.cli import main
-from harness.results import atomic_write_text
+from harness.results import atomic_write_text, provenance
 
 
 @main.group()
@@ -100,13 +100,15 @@ def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     click.echo(format_ablation(merged))
 
 
-def _need_hopper() -> None:
-    """The kernel commands time and check sm_90 kernels: say so in one line where there is no such GPU."""
+def _need_hopper() -> str:
+    """The kernel commands time and check sm_90 kernels: say so in one line where there is no such GPU;
+    returns the GPU's name for the provenance of what they write."""
     import torch
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         raise click.UsageError("this command runs the Hopper kernels and needs an sm_90 CUDA GPU (an H200); "
                                "none is visible here")
+    return torch.cuda.get_device_name()
 
 
 @kernels.command("bench")
@@ -130,14 +132,14 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
             raise click.BadParameter(f"unknown row(s) {', '.join(unknown)}; known: "
                                      f"{', '.join(r.name for r in selected)}", param_hint="--rows")
         selected = [r for r in selected if r.name in wanted]
-    _need_hopper()
+    header = provenance(_need_hopper())
     results = []
     for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
         results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
                                       progress=lambda row: click.echo(kbench.format_table([row]).splitlines()[-1]))
         click.echo(kbench.format_table(results))
         if json_path:  # after every shape, so a run that is stopped keeps what it measured
-            atomic_write_text(Path(json_path), json.dumps(results, indent=1) + "\n")
+            atomic_write_text(Path(json_path), json.dumps({**header, "rows": results}, indent=1) + "\n")
         if md_path:
             atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
 
@@ -151,8 +153,8 @@ def check(formats: str, engine: str, json_path: str | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
     from kernels import check as kcheck
 
-    _need_hopper()
+    header = provenance(_need_hopper())
     rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)
     click.echo(kcheck.format_table(rows))
     if json_path:
-        atomic_write_text(Path(json_path), json.dumps(rows, indent=1) + "\n")
+        atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")

@@ -16,7 +16,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import shlex
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -158,6 +160,13 @@ def versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             found[dist] = None
     return found
+
+
+def provenance(device: str | None = None, program: str = "fsbench") -> dict[str, Any]:
+    """What a published figure carries: the command line (`program` and this process's arguments: `fsbench`
+    however the CLI was started), the commit, the package versions, the device and the date (UTC)."""
+    return {"command": " ".join([program, shlex.join(sys.argv[1:])]).strip(), "git_commit": git_commit(),
+            "versions": versions(), "device": device, "date": _now()}
 
 
 def _write_manifest(run: Path, manifest: dict[str, Any]) -> None:

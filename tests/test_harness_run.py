@@ -170,3 +170,18 @@ def test_git_commit_names_the_checkout_or_the_commit_a_remote_copy_is_given(monk
         assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", here)
     monkeypatch.setenv("FSBENCH_COMMIT", "18c5f62")
     assert results.git_commit() == "18c5f62"
+
+
+def test_provenance_names_the_command_as_typed_the_commit_device_and_date(monkeypatch):
+    import datetime as dt
+    import sys
+
+    from harness import results
+
+    monkeypatch.setenv("FSBENCH_COMMIT", "93be201")
+    monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "kernels", "bench", "--rows", "a b"])
+    header = results.provenance("NVIDIA H200")
+    assert header["command"] == "fsbench kernels bench --rows 'a b'"
+    assert header["git_commit"] == "93be201" and header["device"] == "NVIDIA H200"
+    assert header["versions"]["torch"] and header["versions"]["python"]
+    assert dt.datetime.fromisoformat(header["date"]).tzinfo is not None

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""How much of a Gluon attention call is the prepass, and does the score distribution change its speed?
+
+On the H200 at (1,40,75600,128), per format: the prepass alone (Hadamard rotation and quantization, the
+operands the kernel reads) and the whole call, for BHSD-contiguous and BSHD-view inputs (the pipeline passes
+BSHD views); the prepass kernels one by one (torch.profiler); then the whole call with Q and K scaled by 1, 2
+and 3 (wider scores: more gate rollbacks). CUDA events, median of 7 calls (5 for the scaled inputs) after 2
+warm-ups. The bench (`fsbench kernels bench`) times whole calls only; this splits them.
+
+usage: python3 scripts/prepass_time.py [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+SHAPE = (1, 40, 75600, 128)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", dest="json_path", help="write the measurements here")
+    args = parser.parse_args()
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from kernels.bench import time_ms
+    from kernels.triton_attention import parse_options, quantize, triton_attention
+
+    b, h, s, d = SHAPE
+    flops = 4 * b * h * s * s * d
+    g = torch.Generator(device="cuda").manual_seed(0)
+    layouts = {"bhsd": tuple(torch.randn(SHAPE, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3)),
+               "bshd": tuple(torch.randn((b, s, h, d), device="cuda", dtype=torch.bfloat16, generator=g).transpose(1, 2)
+                             for _ in range(3))}
+
+    def call(fmt: str):
+        return lambda q, k, v: triton_attention(q, k, v, fmt, stats=False, engine="gluon")
+
+    from harness.results import provenance
+
+    report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/prepass_time.py"), "shape": list(SHAPE),
+              "formats": {}, "scaled": {}}
+    for fmt in ("mxfp8", "mxfp6", "mxfp4"):
+        opts = parse_options(fmt, {})
+        row = report["formats"][fmt] = {}
+        for layout, qkv in layouts.items():
+            prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts), [qkv], 2, 7))
+            whole = statistics.median(time_ms(call(fmt), [qkv], 2, 7))
+            row[layout] = {"prepass_ms": prepass, "call_ms": whole, "tflops": flops / whole / 1e9}
+            print(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s)")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            quantize(*layouts["bshd"], opts)
+            torch.cuda.synchronize()
+        row["prepass_kernels_ms"] = {e.key: e.device_time_total / e.count / 1000 for e in prof.key_averages()
+                                     if e.device_time_total > 0}
+        for name, ms in row["prepass_kernels_ms"].items():
+            print(f"    {name[:70]} {ms:.2f} ms")
+    for fmt in ("mxfp8", "mxfp6"):
+        for scale in (1.0, 2.0, 3.0):
+            q, k, v = layouts["bshd"]
+            q, k = q * scale, k * scale
+            whole = statistics.median(time_ms(call(fmt), [(q, k, v)], 2, 5))
+            stats = triton_attention(q, k, v, fmt, engine="gluon")[1]
+            report["scaled"][f"{fmt} x{scale:g}"] = {"call_ms": whole, "tflops": flops / whole / 1e9,
+                                                    "rollback_rate": stats.rollback_rate}
+            print(f"{fmt} q,k x{scale:g}: {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s), "
+                  f"rollback rate {stats.rollback_rate:.4f}")
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
