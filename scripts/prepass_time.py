@@ -11,22 +11,23 @@ usage: python3 scripts/prepass_time.py [--json OUT.json]
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import click
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.results import atomic_write_text, provenance  # noqa: E402
 
 SHAPE = (1, 40, 75600, 128)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", dest="json_path", help="write the measurements here")
-    args = parser.parse_args()
-
+@click.command()
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the measurements here")
+def main(json_path: str | None) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -43,8 +44,6 @@ def main() -> int:
     def call(fmt: str):
         return lambda q, k, v: triton_attention(q, k, v, fmt, stats=False, engine="gluon")
 
-    from harness.results import provenance
-
     report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/prepass_time.py"), "shape": list(SHAPE),
               "formats": {}, "scaled": {}}
     for fmt in ("mxfp8", "mxfp6", "mxfp4"):
@@ -54,14 +53,14 @@ def main() -> int:
             prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts), [qkv], 2, 7))
             whole = statistics.median(time_ms(call(fmt), [qkv], 2, 7))
             row[layout] = {"prepass_ms": prepass, "call_ms": whole, "tflops": flops / whole / 1e9}
-            print(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s)")
+            click.echo(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s)")
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             quantize(*layouts["bshd"], opts)
             torch.cuda.synchronize()
         row["prepass_kernels_ms"] = {e.key: e.device_time_total / e.count / 1000 for e in prof.key_averages()
                                      if e.device_time_total > 0}
         for name, ms in row["prepass_kernels_ms"].items():
-            print(f"    {name[:70]} {ms:.2f} ms")
+            click.echo(f"    {name[:70]} {ms:.2f} ms")
     for fmt in ("mxfp8", "mxfp6"):
         for scale in (1.0, 2.0, 3.0):
             q, k, v = layouts["bshd"]
@@ -70,13 +69,11 @@ def main() -> int:
             stats = triton_attention(q, k, v, fmt, engine="gluon")[1]
             report["scaled"][f"{fmt} x{scale:g}"] = {"call_ms": whole, "tflops": flops / whole / 1e9,
                                                     "rollback_rate": stats.rollback_rate}
-            print(f"{fmt} q,k x{scale:g}: {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s), "
+            click.echo(f"{fmt} q,k x{scale:g}: {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s), "
                   f"rollback rate {stats.rollback_rate:.4f}")
-    if args.json_path:
-        with open(args.json_path, "w") as f:
-            json.dump(report, f, indent=1)
-    return 0
+    if json_path:
+        atomic_write_text(Path(json_path), json.dumps(report, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
