@@ -104,7 +104,8 @@ def main(seconds: float, json_path: str | None) -> None:
         report["rows"].append(row)
         click.echo(f"{name:<30} {tflops:7.1f} TFLOP/s  " + (
             f"{row['clock_mhz']:6.0f} MHz {row['power_w']:6.1f} W {row['temp_c']:4.0f} C  power cap "
-            f"{row['power_cap_share']:4.0%}  thermal {row['thermal_share']:4.0%}  tensor {row['tensor_utilization']:5.1%}"
+            f"{row['power_cap_share']:4.0%}  thermal {row['thermal_share']:4.0%}  "
+            f"tensor {row['tensor_utilization']:5.1%}"
             if inside else "no clock samples"))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps(report, indent=1) + "\n")

@@ -53,7 +53,8 @@ def main(json_path: str | None) -> None:
             prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts), [qkv], 2, 7))
             whole = statistics.median(time_ms(call(fmt), [qkv], 2, 7))
             row[layout] = {"prepass_ms": prepass, "call_ms": whole, "tflops": flops / whole / 1e9}
-            click.echo(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s)")
+            click.echo(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms "
+                       f"({flops / whole / 1e9:.1f} TFLOP/s)")
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             quantize(*layouts["bshd"], opts)
             torch.cuda.synchronize()
