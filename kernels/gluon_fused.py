@@ -304,6 +304,15 @@ def _accumulate(acc, pv, pv_scale, alpha, RESCALE: gl.constexpr):
 
 
 @gluon.jit
+def _next_scales(k_scale_ptr, v_scale_ptr, j, k_scale, v_scale, NEXT: gl.constexpr):
+    """K and V scales of tile j + 1, loaded a tile ahead (no other program hides a global load's latency)."""
+    if NEXT:
+        k_scale = gl.load(k_scale_ptr + j + 1)
+        v_scale = gl.load(v_scale_ptr + j + 1)
+    return k_scale, v_scale
+
+
+@gluon.jit
 def _step(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_scale, k_scale_ptr, v_scale_ptr, flags, S_K,
           gate_p, HALF: gl.constexpr, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, D_BIAS: gl.constexpr,
           FUSED: gl.constexpr, SEED: gl.constexpr, MASK: gl.constexpr, NEXT: gl.constexpr, GATE: gl.constexpr,
@@ -333,12 +342,7 @@ def _step_registers(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem,
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
-    if NEXT:
-        k_scale_next = gl.load(k_scale_ptr + j + 1)
-        v_scale_next = gl.load(v_scale_ptr + j + 1)
-    else:
-        k_scale_next = k_scale
-        v_scale_next = v_scale
+    k_scale_next, v_scale_next = _next_scales(k_scale_ptr, v_scale_ptr, j, k_scale, v_scale, NEXT)
     p, e_p, alpha, m_i, c_i, row_sum = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout,
                                                BN, D_BIAS, FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP,
                                                P_BLOCKS)
@@ -372,19 +376,13 @@ def _step_smem(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_sc
     to shared memory, and one turn that issues S_{j+1} (when NEXT), PV_j and its row sum; wait for S_{j+1} only.
     `state` is (scores of tile j, K and V scales of tile j, the PV and row-sum GEMMs of tile j-1 in flight,
     their per-row scales, alpha_{j-1}, O, l, m, c); returns tile j+1's. Only float32 tensors cross the loop
-    (an 8-bit P carried to the next iteration costs ~110 PRMT per tile in Gluon 3.6). K and V scales are
-    loaded a tile ahead: no other program hides a global load's latency."""
+    (an 8-bit P carried to the next iteration costs ~110 PRMT per tile in Gluon 3.6)."""
     s, k_scale, v_scale, pv, sums, o_scale, sum_scale, alpha_o, acc, l_i, m_i, c_i = state
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     o_layout: gl.constexpr = acc.type.layout
     sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
     p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
-    if NEXT:
-        k_scale_next = gl.load(k_scale_ptr + j + 1)
-        v_scale_next = gl.load(v_scale_ptr + j + 1)
-    else:
-        k_scale_next = k_scale
-        v_scale_next = v_scale
+    k_scale_next, v_scale_next = _next_scales(k_scale_ptr, v_scale_ptr, j, k_scale, v_scale, NEXT)
     p, e_p, alpha, m_i, c_i, _ = _policy(s, j, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout, BN, D_BIAS,
                                          FUSED, SEED, MASK, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
     p_scale = _pow2(e_p)
