@@ -32,7 +32,6 @@ MAGIC: gl.constexpr = gl.constexpr(12582912.0)        # 1.5 * 2^23
 MAGIC_BITS: gl.constexpr = gl.constexpr(0x4B400000)   # its float32 bit pattern
 P_SAT_E2M3: gl.constexpr = gl.constexpr(15856)        # BF16 pattern of 7.5 * 2^-6: E2M3's largest value in E4M3 units
 TWO_M16: gl.constexpr = gl.constexpr(1.52587890625e-05)  # 2^-16
-SUM_N: gl.constexpr = gl.constexpr(16)                # columns of the row-sum MMA (column 0 holds the sum)
 
 
 @gluon.jit
@@ -380,6 +379,7 @@ def _step_smem(WG: gl.constexpr, j, state, q_smem, p_smem, ring, ones_smem, q_sc
     s, k_scale, v_scale, pv, sums, o_scale, sum_scale, alpha_o, acc, l_i, m_i, c_i = state
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
     o_layout: gl.constexpr = acc.type.layout
+    SUM_N: gl.constexpr = ones_smem.shape[0]
     sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
     p_layout: gl.constexpr = gl.DotOperandLayout(0, o_layout, 4)
     k_scale_next, v_scale_next = _next_scales(k_scale_ptr, v_scale_ptr, j, k_scale, v_scale, NEXT)
@@ -414,7 +414,7 @@ def _retire(pv, sums, acc, l_i, o_scale, sum_scale, alpha_o, ring, tile, STAGES:
     mbarrier.arrive(ring[3].index(tile % STAGES), count=1)  # this warpgroup is done with the tile's slot
     acc = _accumulate(acc, pv, o_scale, alpha_o, RESCALE)
     sum_layout: gl.constexpr = sums.type.layout
-    is_col0 = gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(0, sum_layout)), 0) == 0
+    is_col0 = gl.expand_dims(gl.arange(0, sums.shape[1], gl.SliceLayout(0, sum_layout)), 0) == 0
     row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
     l_i = l_i * alpha_o + row_sum * sum_scale
     return acc, l_i
@@ -428,6 +428,7 @@ def _math(WG: gl.constexpr, q_smem, p_smem, ring, ones_smem, q_scale_ptr, k_scal
     """Math warpgroup WG: query rows [WG * BM/2, (WG + 1) * BM/2) of the program's tile, every key tile."""
     HALF: gl.constexpr = BM // 2
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, D, 32])
+    SUM_N: gl.constexpr = ones_smem.shape[0]
     sum_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, SUM_N, 32])
     row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     rows = qt * BM + WG * HALF + gl.arange(0, HALF, row_layout)
@@ -509,6 +510,9 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
         mbarrier.init(ring[2].index(i), count=1)
         mbarrier.init(ring[3].index(i), count=2)
     ones_layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
+    # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, kernels_bench.md);
+    # block-scaled MX P keeps the 16 it was measured with
+    SUM_N: gl.constexpr = 16 if P_BLOCKS else 8
     # the row-sum MMA's B: column 0 all ones, built from E4M3 bit patterns (0x38 = 1.0): ptxas 12.8 folds a
     # converted pair duplicated into one register into an F2FP that merges in an unrelated register
     ones = gl.where(gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(1, ones_layout)), 1) == 0, 0x38, 0)

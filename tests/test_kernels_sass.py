@@ -22,7 +22,7 @@ def gluon_fused_sass(sass_tool, tmp_path_factory) -> str:
 def test_gluon_kernel_runs_both_gemms_on_fp8_wgmma_without_spills(gluon_fused_sass):
     ops = [line for line in gluon_fused_sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", line)]
     assert any("QGMMA.64x128x32.F32.E4M3.E4M3" in op for op in ops)  # QK and PV
-    assert any("QGMMA.64x16x32.F32.E4M3.E4M3" in op for op in ops)  # the row-sum MMA
+    assert any("QGMMA.64x8x32.F32.E4M3.E4M3" in op for op in ops)  # the row-sum MMA, wgmma's narrowest N
     # the per-element state fits in 240 registers: Triton 3.6 (the H200 figures) spills nothing, 3.8 three
     # 32-bit loop bounds (3 STL before the loop, 4 LDL in it); a spilled tensor would add wide or many accesses
     spills = [op for op in ops if re.search(r"\b(STL|LDL)", op)]
