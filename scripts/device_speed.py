@@ -90,6 +90,18 @@ def measure_text(pipe: Any, settings: Any, clock: Clock) -> dict[str, float]:
     return {"both_prompts_s": both, "positive_only_s": positive}
 
 
+def forward_inputs(pipe: Any, settings: Any) -> dict[str, Any]:
+    """One expert forward's inputs: the fixed first-step latent at timestep 999, both prompts' embeddings."""
+    dtype, device = pipe.transformer.dtype, pipe.device
+    with torch.no_grad():
+        cond, uncond = pipe.encode_prompt(PROMPT, settings.negative_prompt, True, max_sequence_length=512,
+                                          device=device)
+    latent = dataset.fixed_latent(settings).to(device, dtype)
+    return {"cond": cond.to(dtype), "uncond": uncond.to(dtype),
+            "common": {"hidden_states": latent, "timestep": torch.tensor([999], device=device),
+                       "return_dict": False}}
+
+
 def block_inputs(pipe: Any, inputs: dict[str, Any], clock: Clock) -> tuple[tuple, float]:
     """Block 0's inputs, from one eager BF16 forward (run before any compile): every configuration then warms
     up on one block instead of 40. Returns them with the time of that forward (model load warm-up)."""
@@ -307,14 +319,8 @@ def measure(out: Path, model: str, height: int, width: int, frames: int, formats
         if "text" in wanted:
             report.data["text_encode"] = measure_text(pipe, settings, clock)
             report.save()
-        dtype = pipe.transformer.dtype
-        with torch.no_grad():
-            cond, uncond = pipe.encode_prompt(PROMPT, settings.negative_prompt, True, max_sequence_length=512,
-                                              device=device)
-        latent = dataset.fixed_latent(settings).to(device, dtype)
-        inputs = {"cond": cond.to(dtype), "uncond": uncond.to(dtype),
-                  "common": {"hidden_states": latent, "timestep": torch.tensor([999], device=device),
-                             "return_dict": False}}
+        inputs = forward_inputs(pipe, settings)
+        latent = inputs["common"]["hidden_states"]
         report.data["step_overhead_s"] = measure_step_overhead(pipe, latent.float(), clock)
         # the short parts first (about a minute), so a long forward sweep cannot crowd them out
         decoded = measure_vae(pipe, settings, clock, report) if "vae" in wanted else None
@@ -366,6 +372,73 @@ def _forwards(pipe: Any, report: Report, fmts: list[str], gemms: list[str], impl
             if reference is not None:
                 rows[fmt]["vs_bf16_gemm_bf16_attention"] = compare(output, reference)
             report.save()
+
+
+@main.command("attention-inputs")
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--model", default="a14b-synthetic", show_default=True)
+@click.option("--fmt", default="mxfp8", show_default=True)
+@click.option("--layers", default="0,13,26,39", show_default=True, help="attn1 calls whose q, k, v are kept.")
+@click.option("--repeats", type=int, default=5, show_default=True)
+@click.option("--height", type=int, default=720, show_default=True)
+@click.option("--width", type=int, default=1280, show_default=True)
+@click.option("--frames", type=int, default=81, show_default=True)
+def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int, height: int, width: int,
+                     frames: int) -> None:
+    """The self-attention core on the q, k, v of one 720p forward (high-noise expert, first step) against
+    standard-normal inputs of the same shape, each timed alone: tells the inputs' share of the gap between
+    the kernel bench and the core's time inside the forward. Writes OUT/attention_inputs.json."""
+    import kernels
+    from kernels.bench import time_ms
+
+    device = pipeline.default_device()
+    settings = build_settings("mlperf", model, steps=20, height=height, width=width, num_frames=frames)
+    keep = {int(x) for x in layers.split(",")}
+    with speed.cudnn_first():
+        pipe = pipeline.build(model, settings, device)
+        inputs = forward_inputs(pipe, settings)
+        kept: dict[int, tuple[torch.Tensor, ...]] = {}
+        calls: list[dict[str, Any]] = []
+
+        def core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call_fmt: str) -> torch.Tensor:
+            layer = len(calls)
+            if layer in keep:
+                kept[layer] = (q.clone(), k.clone(), v.clone())
+            result, stats = kernels.attention_with_stats(q, k, v, call_fmt, layout="BSHD")
+            calls.append({"layer": layer, **stats.as_dict()})
+            return result
+
+        router = SelfAttentionRouter(load_schedule(fmt).resolve(1, len(pipe.transformer.blocks)), core=core)
+        router.install(pipe)
+        try:
+            with torch.no_grad():
+                router.begin_video(0)
+                pipe.transformer(encoder_hidden_states=inputs["cond"], **inputs["common"])
+        finally:
+            router.uninstall()
+        del pipe
+        shape = next(iter(kept.values()))[0].shape
+        g = torch.Generator(device=device).manual_seed(0)
+        kept["randn"] = tuple(torch.randn(shape, device=device, dtype=torch.bfloat16, generator=g) for _ in range(3))
+        flops = 4 * shape[0] * shape[2] * shape[1] ** 2 * shape[3]
+        rows = []
+        for name, qkv in kept.items():
+            row: dict[str, Any] = {"inputs": name, "q_std": qkv[0].float().std().item(),
+                                   "k_std": qkv[1].float().std().item()}
+            for label, row_fmt in (("sdpa_bf16", "bf16"), (fmt, fmt)):
+                ms = statistics.median(time_ms(lambda q, k, v: kernels.attention(q, k, v, row_fmt, layout="BSHD"),
+                                               [qkv], 2, repeats))
+                row[f"{label}_ms"], row[f"{label}_tflops"] = ms, flops / ms / 1e9
+            if name != "randn":
+                row.update({k: v for k, v in calls[name].items() if k in ("rollback_rate", "gate_trips")})
+            rows.append(row)
+            click.echo(json.dumps(row), err=True)
+    data = {"command": " ".join(sys.argv), "model": model, "device": runner.device_info(device, model),
+            "versions": results.versions(), "git_commit": results.git_commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "shape_bshd": list(shape), "fmt": fmt,
+            "impl": kernels.resolve_impl(fmt, "auto", device, shape[3]), "repeats": repeats,
+            "calls": calls, "rows": rows}
+    results.atomic_write_text(out / "attention_inputs.json", json.dumps(data, indent=2) + "\n")
 
 
 @main.command()
