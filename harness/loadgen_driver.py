@@ -12,12 +12,14 @@ import array
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,16 +176,16 @@ def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log
         finally:
             done.set()
 
-    threading.Thread(target=start_test, name="loadgen", daemon=True).start()
     try:
-        while not done.wait(0.2):
-            pass
-    except KeyboardInterrupt:
-        sut_impl.stop.set()
-        print("fsbench: interrupted: finishing the current video (Ctrl-C again aborts it)", file=sys.stderr,
-              flush=True)
-        done.wait()
-        raise
+        with _ctrl_c_stops(sut_impl.stop) as interrupted:
+            threading.Thread(target=start_test, name="loadgen", daemon=True).start()
+            while not done.wait(0.2) and not interrupted.is_set():
+                pass
+            if interrupted.is_set():
+                print("fsbench: interrupted: finishing the current video (Ctrl-C again aborts it)",
+                      file=sys.stderr, flush=True)
+                done.wait()
+                raise KeyboardInterrupt
     finally:
         if done.is_set():
             lg.DestroyQSL(qsl)
@@ -193,6 +195,30 @@ def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log
     summary = parse_detail(log_dir / "mlperf_log_detail.txt")
     summary["wall_s"] = round(time.perf_counter() - start, 3)
     return summary
+
+
+@contextmanager
+def _ctrl_c_stops(stop: threading.Event) -> Iterator[threading.Event]:
+    """While LoadGen runs, the first Ctrl-C only sets `stop` (and the event yielded); the second raises.
+
+    A handler that raises at the first press could see its KeyboardInterrupt land in whatever the main thread
+    runs at that instant, a finalizer included, where Python drops it; setting events cannot be lost."""
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        stop.set()
+
+    if threading.current_thread() is not threading.main_thread():  # signal handlers belong to the main thread
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def parse_detail(path: Path) -> dict[str, Any]:
