@@ -374,6 +374,13 @@ def _forwards(pipe: Any, report: Report, fmts: list[str], gemms: list[str], impl
             report.save()
 
 
+def _median_ms(clock: Clock, fn: Any, repeats: int) -> float:
+    """Median milliseconds of `repeats` calls after two warm-up calls (compilation, autotuning)."""
+    fn()
+    fn()
+    return statistics.median(1e3 * _seconds(clock, fn)[0] for _ in range(repeats))
+
+
 @main.command("attention-inputs")
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--model", default="a14b-synthetic", show_default=True)
@@ -391,7 +398,6 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
     forward keeps q, k, v and the gate statistics, the second times every call with CUDA events.
     Writes OUT/attention_inputs.json."""
     import kernels
-    from kernels.bench import time_ms
 
     device = pipeline.default_device()
     settings = build_settings("mlperf", model, steps=20, height=height, width=width, num_frames=frames)
@@ -429,17 +435,17 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
         for call, (start, end) in zip(calls, spans):
             call["in_forward_ms"] = 1e3 * clock.seconds(start, end)
         del pipe
-        shape = next(iter(kept.values()))[0].shape
+        shape, qkv_dtype = next(iter(kept.values()))[0].shape, next(iter(kept.values()))[0].dtype
         g = torch.Generator(device=device).manual_seed(0)
-        kept["randn"] = tuple(torch.randn(shape, device=device, dtype=torch.bfloat16, generator=g) for _ in range(3))
+        kept["randn"] = tuple(torch.randn(shape, device=device, dtype=qkv_dtype, generator=g) for _ in range(3))
         flops = 4 * shape[0] * shape[2] * shape[1] ** 2 * shape[3]
         rows = []
         for name, qkv in kept.items():
             row: dict[str, Any] = {"inputs": name, "q_std": qkv[0].float().std().item(),
                                    "k_std": qkv[1].float().std().item()}
             for label, row_fmt in (("sdpa_bf16", "bf16"), (fmt, fmt)):
-                ms = statistics.median(time_ms(lambda q, k, v: kernels.attention(q, k, v, row_fmt, layout="BSHD"),
-                                               [qkv], 2, repeats))
+                call = lambda qkv=qkv, row_fmt=row_fmt: kernels.attention(*qkv, row_fmt, layout="BSHD")  # noqa: E731
+                ms = _median_ms(clock, call, repeats)
                 row[f"{label}_ms"], row[f"{label}_tflops"] = ms, flops / ms / 1e9
             if name != "randn":
                 row.update({k: calls[name][k] for k in ("rollback_rate", "gate_trips", "in_forward_ms")})

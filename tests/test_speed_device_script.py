@@ -39,6 +39,23 @@ def test_measure_times_every_part_and_assemble_sums_them(script, tmp_path, one_t
     assert table["missing_parts"] == [] and "| fp8 | bf16 |" in (tmp_path / "table" / "speed.md").read_text()
 
 
+def test_attention_inputs_keeps_a_forwards_qkv_and_times_each_call_in_place_and_alone(script, tmp_path, one_thread):
+    out = tmp_path / "inputs"
+    result = CliRunner().invoke(script.main, ["attention-inputs", "--out", str(out), "--model", "tiny", "--height",
+                                              "32", "--width", "32", "--frames", "5", "--layers", "1",
+                                              "--repeats", "2"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "attention_inputs.json").read_text())
+    assert data["impl"] == "emulate" and data["shape_bshd"] == [1, 8, 2, 32]  # 2 latent frames x 2x2 patches, 2 heads
+    assert [c["layer"] for c in data["calls"]] == [0, 1]  # one call per block of the tiny expert
+    assert all(c["in_forward_ms"] > 0 and c["key_tiles"] == 1 for c in data["calls"])
+    assert [r["inputs"] for r in data["rows"]] == [1, "randn"]
+    kept, randn = data["rows"]
+    assert kept["in_forward_ms"] == data["calls"][1]["in_forward_ms"] and "in_forward_ms" not in randn
+    assert all(r["sdpa_bf16_ms"] > 0 and r["mxfp8_ms"] > 0 for r in data["rows"])
+    assert data["in_forward_ms"]["sum"] == pytest.approx(sum(c["in_forward_ms"] for c in data["calls"]))
+
+
 def test_total_is_text_plus_twenty_steps_plus_decode_encode_and_loadgen(script):
     forward = {f: {"median_forward_s": s, "max_forward_s": s + 1, "median_self_attention_s": s / 2}
                for f, s in (("bf16", 10.0), ("mxfp6", 6.0), ("mxfp4", 5.0))}
