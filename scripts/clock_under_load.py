@@ -13,12 +13,9 @@ usage: python3 scripts/clock_under_load.py [--seconds 6] [--json FILE]   (needs 
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,27 +23,13 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import gpu_clock  # noqa: E402
 from harness.results import atomic_write_text, provenance  # noqa: E402
 
 SHAPE = (1, 40, 75600, 128)
 ROWS = ("sdpa-cudnn-bf16", "gluon-conventional-fp8", "gluon-fused-mxfp8", "gluon-fused-mxfp8-nogate",
         "gluon-fused-mxfp6")
-FIELDS = ("timestamp", "clocks.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.sw_power_cap",
-          "clocks_event_reasons.sw_thermal_slowdown", "clocks_event_reasons.hw_slowdown")
 FLOP_PER_CLOCK_SM = {"bf16": 4096, "fp8": 8192}  # dense tensor-core peak per SM (kernel-anchors.md)
-
-
-def _parse(line: str) -> dict | None:
-    """One nvidia-smi CSV sample; None for a line that is not one (header, partial write)."""
-    parts = [p.strip() for p in line.split(",")]
-    if len(parts) != len(FIELDS):
-        return None
-    try:
-        when = dt.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-        return {"t": when, "clock_mhz": float(parts[1]), "power_w": float(parts[2]), "temp_c": float(parts[3]),
-                "power_cap": parts[4] == "Active", "thermal": parts[5] == "Active" or parts[6] == "Active"}
-    except ValueError:
-        return None
 
 
 @click.command()
@@ -64,49 +47,36 @@ def main(seconds: float, json_path: str | None) -> None:
     cases = [(name, fns[name], qkv) for name in ROWS]
     cases.append(("gluon-fused-mxfp8 (q, k x3)", fns["gluon-fused-mxfp8"], (qkv[0] * 3, qkv[1] * 3, qkv[2])))
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    with tempfile.NamedTemporaryFile("w+", suffix=".csv") as log:
-        sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu={','.join(FIELDS)}", "--format=csv,noheader,nounits",
-                                    "-lms", "50"], stdout=log, stderr=subprocess.DEVNULL)
-        windows = []
-        try:
-            for name, fn, args in cases:
-                for _ in range(2):
-                    fn(*args)
-                torch.cuda.synchronize()
-                start, times = time.time(), []
-                while time.time() - start < seconds:
-                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    begin.record()
-                    fn(*args)
-                    end.record()
-                    end.synchronize()
-                    times.append(begin.elapsed_time(end))
-                windows.append((name, start + 1.0, time.time(), times))
-        finally:
-            sampler.terminate()
-            sampler.wait()
-        log.seek(0)
-        samples = [s for s in map(_parse, log) if s]
+    windows = []
+    with gpu_clock.sampling(50) as samples:
+        for name, fn, args in cases:
+            for _ in range(2):
+                fn(*args)
+            torch.cuda.synchronize()
+            start, times = time.time(), []
+            while time.time() - start < seconds:
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+                fn(*args)
+                end.record()
+                end.synchronize()
+                times.append(begin.elapsed_time(end))
+            windows.append((name, start + 1.0, time.time(), times))
     report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/clock_under_load.py"),
               "shape": list(SHAPE), "rows": []}
     for name, t0, t1, times in windows:
-        inside = [s for s in samples if t0 <= s["t"] <= t1]
         tflops = flops / statistics.median(times) / 1e9
-        row = {"row": name, "calls": len(times), "tflops": tflops, "samples": len(inside)}
-        if inside:
-            clock = statistics.median(s["clock_mhz"] for s in inside)
-            peak = sm_count * FLOP_PER_CLOCK_SM["bf16" if "bf16" in name else "fp8"] * clock * 1e6 / 1e12
-            row.update(clock_mhz=clock, power_w=statistics.median(s["power_w"] for s in inside),
-                       temp_c=max(s["temp_c"] for s in inside),
-                       power_cap_share=sum(s["power_cap"] for s in inside) / len(inside),
-                       thermal_share=sum(s["thermal"] for s in inside) / len(inside),
-                       tensor_utilization=tflops / peak)
+        row = {"row": name, "calls": len(times), "tflops": tflops, "samples": 0}
+        clock = gpu_clock.summarize(samples, t0, t1)
+        if clock:
+            peak = sm_count * FLOP_PER_CLOCK_SM["bf16" if "bf16" in name else "fp8"] * clock["clock_mhz"] * 1e6 / 1e12
+            row.update(clock, tensor_utilization=tflops / peak)
         report["rows"].append(row)
         click.echo(f"{name:<30} {tflops:7.1f} TFLOP/s  " + (
             f"{row['clock_mhz']:6.0f} MHz {row['power_w']:6.1f} W {row['temp_c']:4.0f} C  power cap "
             f"{row['power_cap_share']:4.0%}  thermal {row['thermal_share']:4.0%}  "
             f"tensor {row['tensor_utilization']:5.1%}"
-            if inside else "no clock samples"))
+            if clock else "no clock samples"))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps(report, indent=1) + "\n")
 

@@ -9,7 +9,8 @@ command holds one per configuration. `measure` times every part once the pipelin
    and the `harness.profile` split (self-attention core, cross-attention core, GEMMs, rest; with --compile
    only the self-attention core is split out). Both experts have the same shapes, so the high-noise expert
    stands for both; the active `kernels.attention` impl of every format is recorded and a format that
-   would fall back to the emulator (far too slow at 75600 tokens) is skipped;
+   would fall back to the emulator (far too slow at 75600 tokens) is skipped; the SM clock, power and
+   power-cap share over the timed forwards come from nvidia-smi samples (`harness.gpu_clock`);
 3. the per-step overhead outside the forwards (CFG combine + UniPC step);
 4. the FP8 GEMM check (one 5120x5120 layer against BF16) and the output of every configuration against the
    BF16-GEMM, BF16-attention forward (a14b-synthetic's self-consistency);
@@ -39,7 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import dataset, fp8_linear, loadgen_driver, pipeline, results, runner, speed  # noqa: E402
+from harness import dataset, fp8_linear, gpu_clock, loadgen_driver, pipeline, results, runner, speed  # noqa: E402
 from harness.attention import SelfAttentionRouter  # noqa: E402
 from harness.presets import build_settings  # noqa: E402
 from harness.profile import Clock, Profiler  # noqa: E402
@@ -130,6 +131,8 @@ def measure_forward(pipe: Any, fmt: str, impl: str, inputs: dict[str, Any], bloc
             router.begin_video(-1)
             warm, _ = _seconds(clock, lambda: [pipe.transformer.blocks[0](*block_args) for _ in range(2)])
             output = None
+            _synchronize(pipe.device)
+            began = time.time()  # wall clock, to match the GPU clock samples (harness.gpu_clock)
             for r in range(repeats):
                 context = inputs["cond"] if r % 2 == 0 else inputs["uncond"]
                 with profiler.video(r):
@@ -137,6 +140,8 @@ def measure_forward(pipe: Any, fmt: str, impl: str, inputs: dict[str, Any], bloc
                     out = pipe.transformer(encoder_hidden_states=context, **inputs["common"])[0]
                     profiler.end_denoising()
                 output = out if output is None else output
+            _synchronize(pipe.device)
+            window = (began, time.time())
     finally:
         profiler.uninstall()
         router.uninstall()
@@ -147,7 +152,13 @@ def measure_forward(pipe: Any, fmt: str, impl: str, inputs: dict[str, Any], bloc
     record["median_forward_s"] = statistics.median(record["forward_s"])
     record["max_forward_s"] = max(record["forward_s"])
     record["self_attention_share"] = record["median_self_attention_s"] / record["median_forward_s"]
+    record["window"] = window
     return record, output
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def compare(test: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
@@ -337,8 +348,13 @@ def measure(out: Path, model: str, height: int, width: int, frames: int, formats
             if compile_blocks:
                 for expert in (pipe.transformer, pipe.transformer_2):
                     expert.compile_repeated_blocks(fullgraph=False, dynamic=False)
-            _forwards(pipe, report, fmts, gemms.split(","), impl, inputs, block_args, repeats, settings.tokens,
-                      clock)
+            with gpu_clock.sampling() as samples:
+                _forwards(pipe, report, fmts, gemms.split(","), impl, inputs, block_args, repeats, settings.tokens,
+                          clock)
+            for rows in report.data["forwards"].values():  # the clock each configuration's timed forwards ran at
+                for row in rows.values():
+                    row["gpu_clock"] = gpu_clock.summarize(samples, *row.pop("window"))
+            report.save()
     click.echo(json.dumps({k: report.data.get(k) for k in ("impl", "skipped", "elapsed_s")}, indent=1))
 
 

@@ -1,0 +1,58 @@
+"""harness.gpu_clock: nvidia-smi's samples parsed, gathered in the background and summarised per window (the
+sampler runs against a stand-in `nvidia-smi` on PATH here; the H200 runs give the real one)."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from harness import gpu_clock
+
+
+def test_a_sample_line_gives_clock_power_and_the_active_reasons():
+    sample = gpu_clock.parse_sample("2026/12/03 08:21:05.250, 1770, 690.12, 64, Active, Not Active, Not Active\n")
+    assert sample["clock_mhz"] == 1770.0 and sample["power_w"] == 690.12 and sample["temp_c"] == 64.0
+    assert sample["power_cap"] and not sample["thermal"]
+    later = gpu_clock.parse_sample("2026/12/03 08:21:05.300, 1755, 689.0, 64, Not Active, Active, Not Active")
+    assert later["t"] - sample["t"] == pytest.approx(0.05) and later["thermal"] and not later["power_cap"]
+
+
+@pytest.mark.parametrize("line", ["timestamp, clocks.sm [MHz], power.draw [W]",
+                                  "2026/12/03 08:21:05.250, 1770, [N/A], 64, Active, Not Active, Not Active",
+                                  "2026/12/03 08:21:05.250, 17"])
+def test_headers_partial_lines_and_unsupported_fields_are_not_samples(line):
+    assert gpu_clock.parse_sample(line) is None
+
+
+def test_summary_takes_only_the_samples_inside_the_window():
+    samples = [{"t": t, "clock_mhz": c, "power_w": p, "temp_c": 60.0 + t, "power_cap": cap, "thermal": False}
+               for t, c, p, cap in ((0.0, 1980, 300.0, False), (1.0, 1770, 690.0, True), (2.0, 1740, 691.0, True),
+                                    (3.0, 1800, 680.0, False), (9.0, 1980, 100.0, False))]
+    summary = gpu_clock.summarize(samples, 1.0, 3.0)
+    assert summary == {"samples": 3, "clock_mhz": 1770, "power_w": 690.0, "temp_c": 63.0,
+                       "power_cap_share": pytest.approx(2 / 3), "thermal_share": 0.0}
+    assert gpu_clock.summarize(samples, 4.0, 8.0) is None
+
+
+def test_sampling_runs_nvidia_smi_in_the_background_and_keeps_its_samples(tmp_path, monkeypatch):
+    fake = tmp_path / "nvidia-smi"  # prints one sample every 20 ms with the current time, as the real one does
+    fake.write_text('#!/bin/sh\nwhile true; do date "+%Y/%m/%d %H:%M:%S.%N, 1755, 689.5, 61, Active, Not Active, '
+                    'Not Active" | sed "s/\\.\\([0-9][0-9][0-9]\\)[0-9]*,/.\\1,/"; sleep 0.02; done\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    start = time.time()
+    with gpu_clock.sampling(20) as samples:
+        time.sleep(0.5)
+        assert samples == []  # filled when the block ends
+    end = time.time()
+    assert len(samples) >= 5 and all(start - 1 <= s["t"] <= end + 1 for s in samples)
+    summary = gpu_clock.summarize(samples, start - 1, end + 1)
+    assert summary["clock_mhz"] == 1755.0 and summary["power_cap_share"] == 1.0
+
+
+def test_without_nvidia_smi_there_are_no_samples(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with gpu_clock.sampling() as samples:
+        pass
+    assert samples == []
