@@ -19,7 +19,8 @@ command holds one per configuration. `measure` times every part once the pipelin
 7. LoadGen's own overhead per SingleStream query (a generator of fixed duration).
 
 The short parts (1, 3, 5-7) run first, then the forwards. Everything goes to OUT/device_speed.json after each
-measurement (atomically), so a run cut short keeps what it measured. `assemble` (runs anywhere) sums the parts into the Table 6 latency columns:
+measurement (atomically), so a run cut short keeps what it measured. `assemble` (runs anywhere) sums the
+parts into the Table 6 latency columns:
   total = text(positive) + sum over 20 steps of [2 x forward(GEMM, format of the step) + step overhead]
           + VAE decode + postprocess + mp4 encode + LoadGen overhead,
 once with the slowest forward of the repeats ("max", the paper's slowest-run convention) and once with the
@@ -27,6 +28,7 @@ median.
 """
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -460,8 +462,7 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
             row: dict[str, Any] = {"inputs": name, "q_std": qkv[0].float().std().item(),
                                    "k_std": qkv[1].float().std().item()}
             for label, row_fmt in (("sdpa_bf16", "bf16"), (fmt, fmt)):
-                call = lambda qkv=qkv, row_fmt=row_fmt: kernels.attention(*qkv, row_fmt, layout="BSHD")  # noqa: E731
-                ms = _median_ms(clock, call, repeats)
+                ms = _median_ms(clock, functools.partial(kernels.attention, *qkv, row_fmt, layout="BSHD"), repeats)
                 row[f"{label}_ms"], row[f"{label}_tflops"] = ms, flops / ms / 1e9
             if name != "randn":
                 row.update({k: calls[name][k] for k in ("rollback_rate", "gate_trips", "in_forward_ms")})
