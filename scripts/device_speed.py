@@ -453,9 +453,10 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
         for call, (start, end) in zip(calls, spans):
             call["in_forward_ms"] = 1e3 * clock.seconds(start, end)
         del pipe
-        shape, qkv_dtype = next(iter(kept.values()))[0].shape, next(iter(kept.values()))[0].dtype
+        first_q = next(iter(kept.values()))[0]
+        shape = first_q.shape
         g = torch.Generator(device=device).manual_seed(0)
-        kept["randn"] = tuple(torch.randn(shape, device=device, dtype=qkv_dtype, generator=g) for _ in range(3))
+        kept["randn"] = tuple(torch.randn(shape, device=device, dtype=first_q.dtype, generator=g) for _ in range(3))
         flops = 4 * shape[0] * shape[2] * shape[1] ** 2 * shape[3]
         rows = []
         for name, qkv in kept.items():
@@ -469,9 +470,8 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
             rows.append(row)
             click.echo(json.dumps(row), err=True)
     in_forward = [c["in_forward_ms"] for c in calls]
-    data = {"command": " ".join(sys.argv), "model": model, "device": runner.device_info(device, model),
-            "versions": results.versions(), "git_commit": results.git_commit(),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "shape_bshd": list(shape), "fmt": fmt,
+    data = {**results.provenance(runner.device_info(device, model), "python3 scripts/device_speed.py"),
+            "model": model, "shape_bshd": list(shape), "fmt": fmt,
             "impl": kernels.resolve_impl(fmt, "auto", device, shape[3]), "repeats": repeats,
             "in_forward_ms": {"median": statistics.median(in_forward), "min": min(in_forward),
                               "max": max(in_forward), "sum": sum(in_forward)},
