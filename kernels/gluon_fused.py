@@ -30,8 +30,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 MAGIC: gl.constexpr = gl.constexpr(12582912.0)        # 1.5 * 2^23
 MAGIC_BITS: gl.constexpr = gl.constexpr(0x4B400000)   # its float32 bit pattern
-P_SAT_E2M3: gl.constexpr = gl.constexpr(15856)        # BF16 pattern of 7.5 * 2^-6: E2M3's largest value in E4M3 units
 TWO_M16: gl.constexpr = gl.constexpr(1.52587890625e-05)  # 2^-16
+TWO_M13: gl.constexpr = gl.constexpr(1.220703125e-04)    # 2^-13
+# E2M3 P clamps at 7.5 * 2^-6 (its largest value in E4M3 units; BF16 pattern 15856) inside the Stage-A FFMA: .sat
+# caps it at 1, which a base in [1024, 2048) (step 2^-13) puts 8192 patterns above the base's: base pattern 7664
+P_SAT_FLOOR: gl.constexpr = gl.constexpr(7664)
+P_SAT_BASE: gl.constexpr = gl.constexpr(1024.935546875)  # 1024 + 7664 * 2^-13
 
 
 @gluon.jit
@@ -58,17 +62,14 @@ def _to_e4m3(x):
 
 @gluon.jit
 def _rescale_blocks(p8, factor):
-    """E4M3 P in its block's units -> min(P, 7.5 * 2^-6) * factor (a power of two) in E4M3, four values per
-    register: two packed converts to f16x2, a packed min and multiply each, two packed converts back. The clamp
-    after the rounding equals the emulator's clamp before it (every value above 7.5 * 2^-6 rounds to at least
-    7.5 * 2^-6) and costs one min per two values instead of an integer min per value; the bytes also skip the
-    PRMT regrouping of Gluon's lowering. mxfp6 722 vs 691 TFLOP/s: results/h200/kernels_bench.md."""
+    """E4M3 P in its block's units -> P * factor (a power of two) in E4M3, four values per register: two packed
+    converts to f16x2, a packed multiply each, two packed converts back (the bytes also skip the PRMT
+    regrouping of Gluon's lowering). Exact where the product is an E4M3 value: the prepass docstring says when."""
     return gl.inline_asm_elementwise(
-        "{ .reg .b16 lo, hi; .reg .b32 a, b, m; mov.b32 {lo, hi}, $1; mov.b32 m, 0x2F802F80; "
-        "cvt.rn.f16x2.e4m3x2 a, lo; cvt.rn.f16x2.e4m3x2 b, hi; min.f16x2 a, a, m; min.f16x2 b, b, m; "
-        "mul.rn.f16x2 a, a, $2; mul.rn.f16x2 b, b, $3; cvt.rn.satfinite.e4m3x2.f16x2 lo, a; "
-        "cvt.rn.satfinite.e4m3x2.f16x2 hi, b; mov.b32 $0, {lo, hi}; }", "=r,r,r,r", [p8, factor],
-        dtype=gl.float8e4nv, is_pure=True, pack=4)
+        "{ .reg .b16 lo, hi; .reg .b32 a, b; mov.b32 {lo, hi}, $1; "
+        "cvt.rn.f16x2.e4m3x2 a, lo; cvt.rn.f16x2.e4m3x2 b, hi; mul.rn.f16x2 a, a, $2; mul.rn.f16x2 b, b, $3; "
+        "cvt.rn.satfinite.e4m3x2.f16x2 lo, a; cvt.rn.satfinite.e4m3x2.f16x2 hi, b; mov.b32 $0, {lo, hi}; }",
+        "=r,r,r,r", [p8, factor], dtype=gl.float8e4nv, is_pure=True, pack=4)
 
 
 @gluon.jit
@@ -87,26 +88,35 @@ def _broadcast_to(x, shape: gl.constexpr):
 
 
 @gluon.jit
-def _per_block(x, like):
-    """Per-(row, 32-key block) values [M, N/32] spread over the keys of `like` [M, N], in like's layout."""
-    x3 = _broadcast_to(gl.expand_dims(x, 2), [like.shape[0], like.shape[1] // 32, 32])
-    return gl.convert_layout(gl.reshape(x3, like.shape), like.type.layout)
+def _key_axes(s):
+    """The (key-permuted, see `_pv_order`) scores [M, 128] as [M, s, h, t, e, j]: k = 32s + 16h + 4t + 2e + j, t
+    the thread of the quad that holds the score."""
+    return gl.reshape(s, [s.shape[0], s.shape[1] // 32, 2, 4, 2, 2])
+
+
+@gluon.jit
+def _thread_max(s):
+    """Per row, the maximum of the 32 scores each thread of a quad holds: [M, 4], no shuffle, as a tree of
+    independent FMNMX (not one serial chain). With the prepass's "thread" key order, thread t's keys
+    are the tile's MX block t."""
+    return gl.max(gl.max(gl.max(gl.max(_key_axes(s), 5), 4), 2), 1)
+
+
+@gluon.jit
+def _per_thread(x, like):
+    """Per-(row, thread of the quad) values [M, 4] (in `_thread_max`'s layout) spread over the keys of `like`
+    [M, 128]: the expansions undo `_thread_max`'s reductions, so each thread reads only its own registers."""
+    x = _broadcast_to(gl.expand_dims(x, 1), [x.shape[0], like.shape[1] // 32, 4])
+    x = _broadcast_to(gl.expand_dims(x, 2), [x.shape[0], like.shape[1] // 32, 2, 4])
+    x = _broadcast_to(gl.expand_dims(x, 4), [x.shape[0], like.shape[1] // 32, 2, 4, 2])
+    x = _broadcast_to(gl.expand_dims(x, 5), [x.shape[0], like.shape[1] // 32, 2, 4, 2, 2])
+    return gl.convert_layout(gl.reshape(x, like.shape), like.type.layout, assert_trivial=True)
 
 
 @gluon.jit
 def _rows_as(x, like):
     """A per-row vector in the row layout of the 2-D tensor `like` (a register no-op for our layouts)."""
     return gl.convert_layout(x, gl.SliceLayout(1, like.type.layout))
-
-
-@gluon.jit
-def _row_max(s):
-    """Row maximum of the (key-permuted, see `_pv_order`) scores as a tree: each thread's 32 keys of a row are
-    halved level by level (depth 5 of independent FMNMX instead of one serial chain), then the quad's shuffles."""
-    x = gl.reshape(s, [s.shape[0], s.shape[1] // 32, 2, 4, 2, 2])  # key = 32 block + 16 h + 4 t + 2 e + j
-    x = gl.max(gl.max(gl.max(x, 5), 4), 2)
-    x = gl.max(gl.max(gl.reshape(x, [s.shape[0], s.shape[1] // 64, 2, 4]), 1), 1)
-    return gl.max(x, 1)
 
 
 @gluon.jit
@@ -117,11 +127,8 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
     Returns (P as E4M3 in `p_layout`, per-row log2 scale of P, alpha = 2^-delta, m, c). P is narrowed to
     E4M3 in the operand layout, where the e4m3x2 converts pack it straight into its registers. Gate flags
     are predicated stores from the rows that fire (no block-wide reduction: see `_step`)."""
-    if P_BLOCKS:
-        bmax = gl.max(gl.reshape(s, [s.shape[0], s.shape[1] // 32, 32]), 2)
-        smax = _rows_as(gl.max(bmax, 1), s)
-    else:
-        smax = _rows_as(_row_max(s), s)
+    tmax = _thread_max(s)  # with P_BLOCKS: the maximum of each MX block
+    smax = _rows_as(gl.max(tmax, 1), s)
     a = _rows_as(a, s)
     m_i = _rows_as(m_i, s)
     c_i = _rows_as(c_i, s)
@@ -142,27 +149,28 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
     else:
         alpha = gl.full_like(c_i, 1.0)
     e_p = gl.maximum((pmax >> 7) - 127 - P_EMAX, -127) + P_SHIFT
-    a16 = _broadcast_to(gl.expand_dims(a128 * TWO_M16, 1), s.shape)
+    # Stage-A: the pattern of P / 2^e (e: P's scale) is the integer part of t, whose step is 1 from 192 (2^-16) or
+    # from P_SAT_BASE (2^-13, where .sat clamps E2M3 P at its largest value)
     if P_BLOCKS:
-        a_b = gl.convert_layout(a128, gl.SliceLayout(1, bmax.type.layout))
-        c_ib = gl.convert_layout(c_i, gl.SliceLayout(1, bmax.type.layout))
-        pb = (gl.fma(bmax, gl.expand_dims(a_b, 1), gl.expand_dims(c_ib, 1)) + MAGIC).to(gl.int32, bitcast=True)
-        s_b = gl.maximum(((pb - MAGIC_BITS) >> 7) - 127 - P_EMAX, -127)
-        c_b = (gl.expand_dims(c_ib, 1) - 128.0 * (s_b + 6).to(gl.float32)) * TWO_M16
-        c_p = _per_block(c_b, s)
+        rows_b: gl.constexpr = gl.SliceLayout(1, tmax.type.layout)
+        c_ib = gl.expand_dims(gl.convert_layout(c_i, rows_b, assert_trivial=True), 1)
+        pb = gl.fma(tmax, gl.expand_dims(gl.convert_layout(a128, rows_b, assert_trivial=True), 1), c_ib)
+        s_b = gl.maximum((((pb + MAGIC).to(gl.int32, bitcast=True) - MAGIC_BITS) >> 7) - 127 - P_EMAX, -127)
+        c_p = _per_thread((c_ib - 128.0 * (s_b + 6).to(gl.float32) - P_SAT_FLOOR) * TWO_M13, s)
+    elif P_CLAMP:
+        c_p = _broadcast_to(gl.expand_dims((c_i - 128.0 * e_p.to(gl.float32) - P_SAT_FLOOR) * TWO_M13, 1), s.shape)
     else:
         c_p = _broadcast_to(gl.expand_dims((c_i - 128.0 * e_p.to(gl.float32)) * TWO_M16, 1), s.shape)
-    t = _fma_sat(s, a16, c_p) + 192.0
-    bits = t.to(gl.int32, bitcast=True) << 16
-    if P_CLAMP and not P_BLOCKS:  # the block path clamps after rounding, in `_rescale_blocks`
-        bits = gl.minimum(bits, P_SAT_E2M3 << 16)
-    p = bits.to(gl.float32, bitcast=True)
+    if P_CLAMP:
+        t = _fma_sat(s, _broadcast_to(gl.expand_dims(a128 * TWO_M13, 1), s.shape), c_p) + P_SAT_BASE
+    else:
+        t = _fma_sat(s, _broadcast_to(gl.expand_dims(a128 * TWO_M16, 1), s.shape), c_p) + 192.0
+    p = (t.to(gl.int32, bitcast=True) << 16).to(gl.float32, bitcast=True)
     p8 = _to_e4m3(gl.convert_layout(p, p_layout, assert_trivial=True))
-    if P_BLOCKS:
-        e_pb = gl.convert_layout(e_p, gl.SliceLayout(1, bmax.type.layout))
-        factor = _pow2(s_b + 6 - gl.expand_dims(e_pb, 1)).to(gl.float16)
-        factor = gl.convert_layout(_per_block(factor, p), p_layout, assert_trivial=True)
-        p8 = _rescale_blocks(p8, factor)
+    if P_BLOCKS:  # P in its block's units (2^s_b at 2^-6, where E4M3's subnormals round as E2M3's) -> 2^e units
+        e_pb = gl.expand_dims(gl.convert_layout(e_p, rows_b, assert_trivial=True), 1)
+        factor = _per_thread(_pow2(s_b + 6 - e_pb).to(gl.float16), p)
+        p8 = _rescale_blocks(p8, gl.convert_layout(factor, p_layout, assert_trivial=True))
     return p8, e_p, alpha, m_i, c_i
 
 
@@ -195,9 +203,10 @@ def _policy(s, tile, q_scale, k_scale, m_i, c_i, flags, gate_p, S_K, p_layout: g
             GATE: gl.constexpr, P_EMAX: gl.constexpr, P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr,
             P_BLOCKS: gl.constexpr):
     """Scores of one key tile (K's scale `k_scale`) -> (P operand, e_p, alpha, m, c, float32 row sum or 0)."""
-    if MASK:
-        cols = tile * BN + gl.arange(0, BN, gl.SliceLayout(0, s.type.layout))
-        s = gl.where(gl.expand_dims(cols < S_K, 0), s, float("-inf"))
+    if MASK:  # score column c holds key 32t + 8s + 4h + 2e + j of the tile, c = 32s + 16h + 8e + 2t + j (prepass)
+        c = gl.arange(0, BN, gl.SliceLayout(0, s.type.layout))
+        key = (((c >> 1) & 3) << 5) | ((c >> 5) << 3) | (((c >> 4) & 1) << 2) | (((c >> 3) & 1) << 1) | (c & 1)
+        s = gl.where(gl.expand_dims(tile * BN + key < S_K, 0), s, float("-inf"))
     s = _pv_order(s)
     a = q_scale * k_scale
     if FUSED:

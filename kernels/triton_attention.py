@@ -144,8 +144,9 @@ def _hadamard_pm1(d: int, device: torch.device) -> torch.Tensor:
     return (hadamard_matrix(d, device) * d ** 0.5).round().contiguous()
 
 
-def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions) -> dict[str, torch.Tensor]:
-    """The prepass: E4M3 operands with their group scales (see `kernels.triton_prepass`)."""
+def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
+             engine: str = "triton") -> dict[str, torch.Tensor]:
+    """The prepass: E4M3 operands with their group scales, keys in `engine`'s order (`kernels.triton_prepass`)."""
     from kernels import triton_prepass as pre
 
     b, h, sq, d = q.shape
@@ -165,7 +166,8 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
          "k_scale": torch.empty(b * h, nk, device=dev),
          "v": torch.empty(b * h, d, nk * rows, dtype=fp8, device=dev),
          "v_scale": torch.empty(b * h, nk, device=dev)}
-    consts = dict(D=d, ROWS=rows, ELEM=elem, EMAX=emax, MBITS=mbits, MAXN=maxn, SHIFT=shift, num_warps=8)
+    order = pre.KEY_ORDERS["thread" if engine == "gluon" else "pv"]
+    consts = dict(D=d, ROWS=rows, ELEM=elem, EMAX=emax, MBITS=mbits, MAXN=maxn, SHIFT=shift, ORDER=order, num_warps=8)
     norm = d ** -0.5 if opts.hadamard else 1.0
     for name, x, scale, n, premul, per_row in (("q", q, "q_scale", nq, sm_scale * LOG2E * norm, True),
                                                  ("k", k, "k_scale", nk, norm, False)):
@@ -187,7 +189,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptio
     b, h, sq, d = q.shape
     sk = k.shape[2]
     bn, stat_m = tiling.BLOCK_N, tiling.STAT_M
-    ops = quantize(q, k, v, opts)
+    ops = quantize(q, k, v, opts, engine)
     sqp, skp = ops["q"].shape[1], ops["k"].shape[1]  # multiples of PREPASS_ROWS, hence of every query tile
     nst, nk = sqp // stat_m, skp // bn
     out = torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device)

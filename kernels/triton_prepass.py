@@ -16,7 +16,9 @@ MMA against the unnormalized +-1 Hadamard matrix with float32 accumulation, and 
 rotation up to float32 rounding.
 
 Outputs: Q and K as [B*H, S_pad, D] E4M3 with per-row (Q) or per-key-tile (K) float32 scales; V
-transposed to [B*H, D, S_pad] (K-major, as the FP8 PV wgmma needs) with a per-key-tile scale.
+transposed to [B*H, D, S_pad] (K-major, as the FP8 PV wgmma needs) with a per-key-tile scale. Keys are stored
+permuted within each 128-key tile, in the order the attention kernel consumes them (`KEY_ORDERS`): the sums
+over keys do not care, and the order decides which keys' scores each thread holds.
 """
 from __future__ import annotations
 
@@ -28,6 +30,12 @@ E4M3, E2M3, E2M1 = 0, 1, 2
 ELEMENT = {"mxfp8": E4M3, "mxfp6": E2M3, "mxfp4": E2M1}
 # (emax of the MX scale rule, mantissa bits, max normal, shift that puts the format's max under 448)
 ELEMENT_PARAMS = {E4M3: (8, 3, 448.0, 0), E2M3: (2, 3, 7.5, 5), E2M1: (2, 1, 6.0, 6)}
+# Key orders within a 128-key tile, key r = 32t + 8s + 4h + 2e + j (t: quad thread, s: 32-key slice, h, e, j bits).
+# "pv" (the Triton kernel): K in order, V's keys permuted within each 32-key block so that the PV GEMM's register
+# A operand equals the score accumulator's registers (`triton_fused._pv_order`). "thread" (the Gluon kernel): K's
+# key r goes to row 32s + 16h + 8e + 2t + j and V's to 32s + 16h + 4t + 2e + j, so that thread t of each quad
+# holds, per row, the scores of keys 32t..32t+31: one MX block of P, whose maximum and scale then need no shuffle.
+KEY_ORDERS = {"pv": 0, "thread": 1}
 
 
 @triton.jit
@@ -40,6 +48,26 @@ def _pow2(e):
 def _floor_log2(x):
     """floor(log2|x|) of normal float32 values from the exponent bits (zero gives -127)."""
     return ((x.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+
+
+@triton.jit
+def _k_rows(rows, ORDER: tl.constexpr):
+    """Where K's key `rows` is stored (see KEY_ORDERS; 128-key tiles)."""
+    if ORDER == 0:
+        return rows
+    r = rows & 127
+    return (rows & ~127) | (((r >> 3) & 3) << 5) | (((r >> 2) & 1) << 4) | (((r >> 1) & 1) << 3) | ((r >> 5) << 1) \
+        | (r & 1)
+
+
+@triton.jit
+def _v_rows(rows, ORDER: tl.constexpr):
+    """Where V's key `rows` is stored: its k position in the PV GEMM (see KEY_ORDERS; 128-key tiles)."""
+    if ORDER == 0:
+        return (rows & ~15) | (((rows >> 1) & 3) << 2) | (((rows >> 3) & 1) << 1) | (rows & 1)
+    r = rows & 127
+    return (rows & ~127) | (((r >> 3) & 3) << 5) | (((r >> 2) & 1) << 4) | ((r >> 5) << 2) | (((r >> 1) & 1) << 1) \
+        | (r & 1)
 
 
 @triton.jit
@@ -69,9 +97,9 @@ def quantize_qk_kernel(x_ptr, out_ptr, scale_ptr, had_ptr,
                        stride_b, stride_h, stride_s, stride_d, H, S, S_PAD, N_TILES, premul,
                        D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr, PER_ROW: tl.constexpr,
                        ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr,
-                       SHIFT: tl.constexpr):
-    """One tile of ROWS rows of Q (PER_ROW scales) or K (one scale per tile): premultiply, rotate,
-    MX-quantize, re-encode as E4M3 under the group scale."""
+                       SHIFT: tl.constexpr, ORDER: tl.constexpr):
+    """One tile of ROWS rows of Q (PER_ROW scales) or K (one scale per tile, keys stored in ORDER): premultiply,
+    rotate, MX-quantize, re-encode as E4M3 under the group scale."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
     rows = tile * ROWS + tl.arange(0, ROWS)
@@ -93,7 +121,10 @@ def quantize_qk_kernel(x_ptr, out_ptr, scale_ptr, had_ptr,
         stored = v * _pow2(e - group + SHIFT)[:, :, None]
         tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT))
     q8 = tl.reshape(stored, [ROWS, D]).to(tl.float8e4nv)
-    tl.store(out_ptr + (bh * S_PAD + rows[:, None]) * D + cols[None, :], q8)
+    out_rows = rows
+    if not PER_ROW:
+        out_rows = _k_rows(rows, ORDER)
+    tl.store(out_ptr + (bh * S_PAD + out_rows[:, None]) * D + cols[None, :], q8)
 
 
 @triton.jit
@@ -101,10 +132,9 @@ def quantize_v_kernel(x_ptr, out_ptr, scale_ptr, tensor_scale_ptr,
                       stride_b, stride_h, stride_s, stride_d, H, S, S_PAD, N_TILES,
                       D: tl.constexpr, ROWS: tl.constexpr, PER_TENSOR: tl.constexpr,
                       ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr,
-                      SHIFT: tl.constexpr):
+                      SHIFT: tl.constexpr, ORDER: tl.constexpr):
     """One 128-key tile of V: per-tensor FP8 (mxfp8) or MX blocks of 32 keys per column, stored
-    transposed [D, keys] with one scale per tile, keys in the attention kernel's PV order (within each
-    32-key block 16h + 8e + 2t + j goes to 16h + 4t + 2e + j, see `triton_fused._pv_order`)."""
+    transposed [D, keys] with one scale per tile, keys in the attention kernel's PV order (KEY_ORDERS)."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
     rows = tile * ROWS + tl.arange(0, ROWS)
@@ -122,6 +152,5 @@ def quantize_v_kernel(x_ptr, out_ptr, scale_ptr, tensor_scale_ptr,
         stored = v * _pow2(e - group + SHIFT)[:, :, None]
         q8 = tl.trans(tl.reshape(stored, [D, ROWS])).to(tl.float8e4nv)
         tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT))
-    pv_rows = (rows & ~15) | (((rows >> 1) & 3) << 2) | (((rows >> 3) & 1) << 1) | (rows & 1)
-    out = out_ptr + (bh * D + cols[None, :]) * S_PAD + pv_rows[:, None]
+    out = out_ptr + (bh * D + cols[None, :]) * S_PAD + _v_rows(rows, ORDER)[:, None]
     tl.store(out, q8)

@@ -226,3 +226,61 @@ def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path, config, 
     assert res["mxfp8"]["rel"] < 5e-3 and res["conventional"]["rel"] < 1e-3
     assert res["mxfp6"]["rel"] < 5e-3 and res["mxfp4"]["rel"] < 5e-3
     assert res["late-sink"]["flags"] == res["late-sink"]["rollbacks"] > 0 and res["late-sink"]["rel"] < 1e-3
+
+
+_PREPASS_ORDER_SCRIPT = '''
+import json
+import torch
+from kernels import triton_attention as ta
+
+torch.manual_seed(0)
+q, k, v = (torch.randn(1, 1, 300, 128).half() for _ in range(3))
+opts = ta.parse_options("mxfp6", {})
+pv, thread = ta.quantize(q, k, v, opts, "triton"), ta.quantize(q, k, v, opts, "gluon")
+print(json.dumps({name: {"k": t["k"][0].float().tolist(), "v": t["v"][0].float().tolist(),
+                         "k_scale": t["k_scale"].tolist(), "v_scale": t["v_scale"].tolist()}
+                  for name, t in (("pv", pv), ("thread", thread))}))
+'''
+
+
+@pytest.mark.slow
+def test_gluon_key_order_gives_each_quad_thread_one_mx_block_and_v_follows_its_keys(tmp_path):
+    """The prepass in the Triton interpreter, Triton's key order against Gluon's: every key of a 128-key tile
+    lands on a score column that the wgmma accumulator hands to quad thread (column >> 1) & 3, and that thread
+    must be the key's MX block; V's copy of the key sits at the k position `_pv_order` gives that column
+    (16h + 8e + 2t + j -> 16h + 4t + 2e + j in each 32-column block). 300 keys: a short last tile."""
+    pytest.importorskip("triton")
+    import json
+    import os
+    from pathlib import Path
+
+    import torch
+
+    script = tmp_path / "order.py"
+    script.write_text(_PREPASS_ORDER_SCRIPT)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    if run.returncode:
+        pytest.skip(f"the Triton interpreter could not run the prepass here: {run.stderr[-400:]}")
+    res = json.loads(run.stdout.strip().splitlines()[-1])
+    k_pv, k_thread = torch.tensor(res["pv"]["k"]), torch.tensor(res["thread"]["k"])
+    v_pv, v_thread = torch.tensor(res["pv"]["v"]), torch.tensor(res["thread"]["v"])
+    assert res["pv"]["k_scale"] == res["thread"]["k_scale"] and res["pv"]["v_scale"] == res["thread"]["v_scale"]
+
+    def pv_position(c: int) -> int:
+        h, e, t, j = (c >> 4) & 1, (c >> 3) & 1, (c >> 1) & 3, c & 1
+        return (c & ~31) | (h << 4) | (t << 2) | (e << 1) | j
+
+    # Triton's order: K as it comes, V's key r at pv_position(r)
+    for tile in range(3):
+        base = 128 * tile
+        for r in range(128):
+            key = base + r
+            matches = [c for c in range(128) if torch.equal(k_thread[base + c], k_pv[key])]
+            if key >= 300:  # padding: zero rows, no key to find
+                assert torch.count_nonzero(k_pv[key]) == 0
+                continue
+            assert len(matches) == 1, (key, matches)
+            c = matches[0]
+            assert (c >> 1) & 3 == r // 32
+            assert torch.equal(v_thread[:, base + pv_position(c)], v_pv[:, base + pv_position(r)])
