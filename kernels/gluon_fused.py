@@ -519,9 +519,8 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
         mbarrier.init(ring[2].index(i), count=1)
         mbarrier.init(ring[3].index(i), count=2)
     ones_layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
-    # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, kernels_bench.md);
-    # block-scaled MX P keeps the 16 it was measured with
-    SUM_N: gl.constexpr = 16 if P_BLOCKS else 8
+    # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, kernels_bench.md)
+    SUM_N: gl.constexpr = 8
     # the row-sum MMA's B: column 0 all ones, built from E4M3 bit patterns (0x38 = 1.0): ptxas 12.8 folds a
     # converted pair duplicated into one register into an F2FP that merges in an unrelated register
     ones = gl.where(gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(1, ones_layout)), 1) == 0, 0x38, 0)
