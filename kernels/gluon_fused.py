@@ -19,7 +19,8 @@ warpgroup's own next policy (FA3's intra-warpgroup overlap) without two P operan
 and S, which the 240 registers a math warpgroup gets do not hold. The conventional policy, the baseline, keeps
 P in registers and waits for PV_j in its turn, which measured faster for it (830 vs 800 TFLOP/s). A/B on the
 H200: results/h200/kernels_bench.md.
-Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop.
+Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop. K and V arrive in the
+prepass's "thread" key order (`triton_prepass.KEY_ORDERS`): each quad thread holds one MX block of P per row.
 """
 from __future__ import annotations
 

@@ -34,7 +34,10 @@ from kernels import tiling
 
 MAGIC = tl.constexpr(12582912.0)        # 1.5 * 2^23
 MAGIC_BITS = tl.constexpr(0x4B400000)   # its float32 bit pattern
-P_SAT_E2M3 = tl.constexpr(15856)        # BF16 pattern of 7.5 * 2^-6: E2M3's largest value in E4M3 units
+# E2M3 P clamps at 7.5 * 2^-6 (BF16 pattern 15856) in the Stage-A FFMA's .sat: from a base in [1024, 2048) (step
+# 2^-13) the .sat's bound 1 is 8192 patterns above the base's (`gluon_fused` says more)
+P_SAT_FLOOR = tl.constexpr(7664)
+P_SAT_BASE = tl.constexpr(1024.935546875)  # 1024 + 7664 * 2^-13
 
 
 @triton.jit
@@ -107,20 +110,22 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
         fired = 0
         alpha = tl.full(pmax.shape, 1.0, tl.float32)
     e_p = tl.maximum((pmax >> 7) - 127 - P_EMAX, -127) + P_SHIFT
-    a16 = tl.broadcast_to((a128 * 1.52587890625e-05)[:, None], s.shape)  # 2^-16
+    # Stage-A: the pattern of P / 2^e is the integer part of t, whose step is 1 from 192 (2^-16) or from
+    # P_SAT_BASE (2^-13, where .sat clamps E2M3 P at its largest value)
+    if P_CLAMP:
+        step, floor, base = 1.220703125e-04, P_SAT_FLOOR, P_SAT_BASE
+    else:
+        step, floor, base = 1.52587890625e-05, 0, 192.0
     if P_BLOCKS:
         # each 32-key block in its own units 2^(s_b + 6): the convert then rounds exactly as E2M3
         pb = (tl.fma(bmax, a128[:, None], c_i[:, None]) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS
         s_b = tl.maximum((pb >> 7) - 127 - P_EMAX, -127)  # c and pmax already carry the rollback
-        c_b = (c_i[:, None] - 128.0 * (s_b + 6).to(tl.float32)) * 1.52587890625e-05
+        c_b = (c_i[:, None] - 128.0 * (s_b + 6).to(tl.float32) - floor) * step
         c_p = tl.reshape(tl.broadcast_to(c_b[:, :, None], [s.shape[0], s.shape[1] // 32, 32]), s.shape)
     else:
-        c_p = tl.broadcast_to(((c_i - 128.0 * e_p.to(tl.float32)) * 1.52587890625e-05)[:, None], s.shape)
-    t = _fma_sat(s, a16, c_p) + 192.0
-    bits = t.to(tl.int32, bitcast=True) << 16
-    if P_CLAMP:
-        bits = tl.minimum(bits, P_SAT_E2M3 << 16)
-    p8 = bits.to(tl.float32, bitcast=True).to(tl.float8e4nv)
+        c_p = tl.broadcast_to(((c_i - 128.0 * e_p.to(tl.float32) - floor) * step)[:, None], s.shape)
+    t = _fma_sat(s, tl.broadcast_to((a128 * step)[:, None], s.shape), c_p) + base
+    p8 = (t.to(tl.int32, bitcast=True) << 16).to(tl.float32, bitcast=True).to(tl.float8e4nv)
     if P_BLOCKS:
         p8 = _rebase_blocks(p8, s_b, e_p)
     return p8, e_p, alpha, m_i, c_i, fired
