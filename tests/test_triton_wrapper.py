@@ -132,6 +132,23 @@ def test_importing_the_wrapper_imports_no_triton():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def _run_in_interpreter(tmp_path, script: str, *args: str) -> dict:
+    """Run `script` with TRITON_INTERPRET=1 (Triton kernels on the CPU) and return the JSON of its last line;
+    skip where the interpreter cannot run here."""
+    pytest.importorskip("triton")
+    import json
+    import os
+    from pathlib import Path
+
+    path = tmp_path / "interpreted.py"
+    path.write_text(script)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, env=env, timeout=600)
+    if run.returncode:
+        pytest.skip(f"the Triton interpreter could not run the kernels here: {run.stderr[-400:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 _INTERPRETER_SCRIPT = '''
 import json, sys
 import numpy as np, torch
@@ -209,19 +226,7 @@ print(json.dumps(out))
 def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path, config, block_m):
     """The kernel bodies on the CPU (TRITON_INTERPRET=1), FP8 casts made RNE, against the emulator, with
     128 and 64 query rows per program (two 64-row programs share one statistics tile)."""
-    pytest.importorskip("triton")
-    import json
-    import os
-    from pathlib import Path
-
-    script = tmp_path / "interp.py"
-    script.write_text(_INTERPRETER_SCRIPT)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    run = subprocess.run([sys.executable, str(script), str(config)], capture_output=True, text=True, env=env,
-                         timeout=600)
-    if run.returncode:
-        pytest.skip(f"the Triton interpreter could not run the kernels here: {run.stderr[-400:]}")
-    res = json.loads(run.stdout.strip().splitlines()[-1])
+    res = _run_in_interpreter(tmp_path, _INTERPRETER_SCRIPT, str(config))
     assert res["block_m"] == block_m
     assert res["mxfp8"]["rel"] < 5e-3 and res["conventional"]["rel"] < 1e-3
     assert res["mxfp6"]["rel"] < 5e-3 and res["mxfp4"]["rel"] < 5e-3
@@ -249,20 +254,9 @@ def test_gluon_key_order_gives_each_quad_thread_one_mx_block_and_v_follows_its_k
     lands on a score column that the wgmma accumulator hands to quad thread (column >> 1) & 3, and that thread
     must be the key's MX block; V's copy of the key sits at the k position `_pv_order` gives that column
     (16h + 8e + 2t + j -> 16h + 4t + 2e + j in each 32-column block). 300 keys: a short last tile."""
-    pytest.importorskip("triton")
-    import json
-    import os
-    from pathlib import Path
-
     import torch
 
-    script = tmp_path / "order.py"
-    script.write_text(_PREPASS_ORDER_SCRIPT)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
-    if run.returncode:
-        pytest.skip(f"the Triton interpreter could not run the prepass here: {run.stderr[-400:]}")
-    res = json.loads(run.stdout.strip().splitlines()[-1])
+    res = _run_in_interpreter(tmp_path, _PREPASS_ORDER_SCRIPT)
     k_pv, k_thread = torch.tensor(res["pv"]["k"]), torch.tensor(res["thread"]["k"])
     v_pv, v_thread = torch.tensor(res["pv"]["v"]), torch.tensor(res["thread"]["v"])
     assert res["pv"]["k_scale"] == res["thread"]["k_scale"] and res["pv"]["v_scale"] == res["thread"]["v_scale"]
