@@ -50,13 +50,13 @@ def main(json_path: str | None) -> None:
         opts = parse_options(fmt, {})
         row = report["formats"][fmt] = {}
         for layout, qkv in layouts.items():
-            prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts), [qkv], 2, 7))
+            prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts, "gluon"), [qkv], 2, 7))
             whole = statistics.median(time_ms(call(fmt), [qkv], 2, 7))
             row[layout] = {"prepass_ms": prepass, "call_ms": whole, "tflops": flops / whole / 1e9}
             click.echo(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms "
                        f"({flops / whole / 1e9:.1f} TFLOP/s)")
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            quantize(*layouts["bshd"], opts)
+            quantize(*layouts["bshd"], opts, "gluon")
             torch.cuda.synchronize()
         row["prepass_kernels_ms"] = {e.key: e.device_time_total / e.count / 1000 for e in prof.key_averages()
                                      if e.device_time_total > 0}
@@ -71,7 +71,7 @@ def main(json_path: str | None) -> None:
             report["scaled"][f"{fmt} x{scale:g}"] = {"call_ms": whole, "tflops": flops / whole / 1e9,
                                                     "rollback_rate": stats.rollback_rate}
             click.echo(f"{fmt} q,k x{scale:g}: {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s), "
-                  f"rollback rate {stats.rollback_rate:.4f}")
+                       f"rollback rate {stats.rollback_rate:.4f}")
     if json_path:
         atomic_write_text(Path(json_path), json.dumps(report, indent=1) + "\n")
 
