@@ -4,10 +4,13 @@ then each variant module's `attention_kernel` swapped in (same host wrapper, pre
 committed kernel again (the gap between the two committed timings bounds the noise). The timings are taken in
 rounds, one warm-up and one timed call of every kernel per round, so that a drift of the clocks over the run
 (thermal, power) falls on every kernel alike. Each output is compared bit for bit with the committed kernel's.
+With --clock-seconds, each kernel then also runs back to back for that long while nvidia-smi samples the SM clock
+and power (`harness.gpu_clock`): the H200 holds its 700 W cap, so a variant can gain clock instead of cycles.
 A variant is a copy of kernels/gluon_fused.py with the change; keep it outside the repository (a git-ignored
 folder such as .carry/ travels with a device call when carried).
 
 usage: python3 scripts/ab_gluon.py VARIANT.py [VARIANT.py ...] [--shape 1,40,75600,128] [--json OUT.json]
+                                  [--clock-seconds 6]
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -45,6 +49,8 @@ def main() -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ", ".join(CONFIGS))
     parser.add_argument("--repeats", type=int, default=9, help="rounds (one timed call of each kernel per round)")
     parser.add_argument("--json", dest="json_path", help="write {config: {kernel: TFLOP/s, ...}} here")
+    parser.add_argument("--clock-seconds", type=float, default=0.0,
+                        help="then run each kernel back to back this long, sampling SM clock and power")
     args = parser.parse_args()
 
     import torch
@@ -84,12 +90,36 @@ def main() -> int:
                 results[config][name] = {"tflops": round(tflops, 1), "bit_identical": identical[name],
                                          "ms": [round(t, 3) for t in times[name]]}
                 print(f"{config:<20} {name:<20} {tflops:8.1f} TFLOP/s  bit-identical {identical[name]}", flush=True)
+            if args.clock_seconds > 0:
+                for name, kernel in candidates:
+                    gluon_fused.attention_kernel = kernel
+                    clock = _held_clock(run, inputs[0], args.clock_seconds, flops)
+                    results[config][name]["back_to_back"] = clock
+                    print(f"{config:<20} {name:<20} {clock['tflops']:8.1f} TFLOP/s back to back at "
+                          f"{clock.get('clock_mhz', float('nan')):.0f} MHz, {clock.get('power_w', float('nan')):.0f} W",
+                          flush=True)
             if args.json_path:  # after every configuration: a run cut short by its time limit keeps what it timed
                 with open(args.json_path, "w") as f:
                     json.dump({"shape": list(shape), "repeats": args.repeats, "results": results}, f, indent=1)
     finally:
         gluon_fused.attention_kernel = committed
     return 0
+
+
+def _held_clock(run, args: tuple, seconds: float, flops: int) -> dict:
+    """TFLOP/s of calls back to back for `seconds` and the clock and power sampled over them (the first second,
+    the clock's ramp, left out)."""
+    from harness import gpu_clock
+    from kernels.bench import time_ms
+
+    time_ms(run, [args], 2, 0)
+    with gpu_clock.sampling(50) as samples:
+        start, times = time.time(), []
+        while time.time() - start < seconds:
+            times += time_ms(run, [args], 0, 1)
+        end = time.time()
+    tflops = flops / statistics.median(times) / 1e9
+    return {"tflops": round(tflops, 1), "calls": len(times), **(gpu_clock.summarize(samples, start + 1.0, end) or {})}
 
 
 if __name__ == "__main__":
