@@ -107,8 +107,8 @@ def main() -> int:
 
 
 def _held_clock(run, args: tuple, seconds: float, flops: int) -> dict:
-    """TFLOP/s of calls back to back for `seconds` and the clock and power sampled over them (the first second,
-    the clock's ramp, left out)."""
+    """TFLOP/s of calls back to back for `seconds`, and the clock and power sampled over them (samples of the first
+    second, the clock's ramp, left out)."""
     from harness import gpu_clock
     from kernels.bench import time_ms
 

@@ -331,3 +331,17 @@ def _rescale_blocks(p8, factor):''')
 
 
 open(".carry/v10/f16p.py", "w").write(f16p(SRC))
+
+
+def q_rs(src):
+    """Q from registers for the S GEMM (RS wgmma): loaded once per warpgroup, 8 KB less shared-memory traffic per
+    warpgroup and key tile (one spilled register in the loop)."""
+    return sub(src, '''    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
+    if WG == 1:
+        _hand_over(WG, qt)  # the first turn is warpgroup 0's''', '''    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, BN, 32])
+    q_smem = q_smem.load(gl.DotOperandLayout(0, s_layout, 4))
+    if WG == 1:
+        _hand_over(WG, qt)  # the first turn is warpgroup 0's''')
+
+
+open(".carry/v10/q_rs.py", "w").write(q_rs(SRC))
