@@ -90,13 +90,6 @@ P_SAT_FLOOR: gl.constexpr''')
     return src
 
 
-for name, f in {"lpart": lpart, "prea": prea, "both": lambda s: prea(lpart(s))}.items():
-    open(f".carry/v10/{name}.py", "w").write(f(SRC))
-print("ok")
-
-
-
-
 def bar_early(src):
     """An explicit warpgroup barrier after P's store and fence, before the turn: membar then inserts none between
     the S_{j+1} and PV_j issues."""
@@ -147,11 +140,6 @@ def handover_s(src):
     return src
 
 
-for name, f in {"bar_early": bar_early, "rs_late": rs_late, "handover_s": handover_s,
-                "bar_early_rs_late": lambda s: rs_late(bar_early(s))}.items():
-    open(f".carry/v10/{name}.py", "w").write(f(SRC))
-
-
 def no_rs(src):
     """Timing only (other numerics: the row sum of Stage-A's float32 P, the emulator's rowsum_gemm=False): no
     row-sum MMA, l from FADDs."""
@@ -195,10 +183,6 @@ def _retire''')
     src = sub(src, "        s = warpgroup_mma_wait(num_outstanding=2, deps=(s_tok, ))",
               "        s = warpgroup_mma_wait(num_outstanding=1, deps=(s_tok, ))")
     return src
-
-
-for name, f in {"no_rs": no_rs}.items():
-    open(f".carry/v10/{name}.py", "w").write(f(SRC))
 
 
 def rs_reg(src):
@@ -270,10 +254,6 @@ def fused_regs(src):
     return src
 
 
-for name, f in {"rs_reg": rs_reg, "fused_regs": fused_regs}.items():
-    open(f".carry/v10/{name}.py", "w").write(f(SRC))
-
-
 def gemm_only(src):
     """Roofline probe (wrong output): P = E4M3(s / 1024), no row max, gate or Stage-A; GEMMs, O update and
     row-sum MMA as committed."""
@@ -287,9 +267,6 @@ def gemm_only(src):
         row_sum = gl.zeros_like(c_i)
     elif FUSED:
         p8, e_p, alpha, m_i, c_i = _fused_policy(''')
-
-
-open(".carry/v10/gemm_only.py", "w").write(gemm_only(SRC))
 
 
 def f16p(src):
@@ -330,9 +307,6 @@ def _rescale_blocks(p8, factor):''')
     return src
 
 
-open(".carry/v10/f16p.py", "w").write(f16p(SRC))
-
-
 def q_rs(src):
     """Q from registers for the S GEMM (RS wgmma): loaded once per warpgroup, 8 KB less shared-memory traffic per
     warpgroup and key tile (one spilled register in the loop)."""
@@ -344,4 +318,11 @@ def q_rs(src):
         _hand_over(WG, qt)  # the first turn is warpgroup 0's''')
 
 
-open(".carry/v10/q_rs.py", "w").write(q_rs(SRC))
+VARIANTS = {"prea": prea, "lpart": lpart, "both": lambda s: prea(lpart(s)), "bar_early": bar_early,
+            "rs_late": rs_late, "handover_s": handover_s, "bar_early_rs_late": lambda s: rs_late(bar_early(s)),
+            "no_rs": no_rs, "rs_reg": rs_reg, "fused_regs": fused_regs, "gemm_only": gemm_only, "f16p": f16p,
+            "q_rs": q_rs}
+
+for name, make in VARIANTS.items():
+    with open(f".carry/v10/{name}.py", "w") as out:
+        out.write(make(SRC))
