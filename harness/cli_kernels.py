@@ -119,9 +119,12 @@ def _need_hopper() -> str:
               help="also measure the emulator's error at shapes of at most 32768 keys")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON here")
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
+@click.option("--clock-seconds", type=click.FloatRange(min=0), default=0, show_default=True,
+              help="then run each row back to back this long, with its SM clock and power (the 700 W cap)")
 def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
-          md_path: str | None) -> None:
-    """TFLOP/s and accuracy of SDPA, the conventional FP8 and the fused Triton and Gluon kernels (needs an H200)."""
+          md_path: str | None, clock_seconds: float) -> None:
+    """TFLOP/s and accuracy of SDPA, cuDNN FP8, the conventional FP8 and the fused Triton and Gluon kernels (needs an
+    H200)."""
     from kernels import bench as kbench
 
     selected = kbench.rows()
@@ -132,16 +135,44 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
             raise click.BadParameter(f"unknown row(s) {', '.join(unknown)}; known: "
                                      f"{', '.join(r.name for r in selected)}", param_hint="--rows")
         selected = [r for r in selected if r.name in wanted]
+        for row in selected:
+            if row.missing:
+                raise click.UsageError(f"row {row.name} {row.missing}")
+    else:
+        for row in selected:
+            if row.missing:
+                click.echo(f"skipping row {row.name}: it {row.missing}", err=True)
+        selected = [r for r in selected if not r.missing]
     header = provenance(_need_hopper())
     results = []
     for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
         results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
-                                      progress=lambda row: click.echo(kbench.format_table([row]).splitlines()[-1]))
+                                      progress=_echo_row, hold=_holder(clock_seconds))
         click.echo(kbench.format_table(results))
         if json_path:  # after every shape, so a run that is stopped keeps what it measured
             atomic_write_text(Path(json_path), json.dumps({**header, "rows": results}, indent=1) + "\n")
         if md_path:
             atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
+
+
+def _echo_row(row: dict) -> None:
+    """One bench row as soon as it is measured, with its back-to-back clock where one was taken."""
+    from kernels import bench as kbench
+
+    click.echo(kbench.format_table([row]).splitlines()[-1])
+    held = row.get("back_to_back")
+    if held:
+        click.echo(f"{'':<20} back to back: {held['tflops']:.1f} TFLOP/s at {held.get('clock_mhz', float('nan')):.0f} "
+                   f"MHz, {held.get('power_w', float('nan')):.0f} W")
+
+
+def _holder(seconds: float):
+    """The bench's `hold` hook: each row back to back for `seconds` with the GPU's clock sampled (None for 0)."""
+    if not seconds:
+        return None
+    from harness import gpu_clock
+
+    return lambda fn, args, flops: gpu_clock.back_to_back(fn, args, seconds, flops)
 
 
 @kernels.command("check")

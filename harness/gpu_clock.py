@@ -10,7 +10,8 @@ import shutil
 import statistics
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -63,3 +64,18 @@ def summarize(samples: list[dict[str, Any]], start: float, end: float) -> dict[s
             "power_w": statistics.median(s["power_w"] for s in inside), "temp_c": max(s["temp_c"] for s in inside),
             "power_cap_share": sum(s["power_cap"] for s in inside) / len(inside),
             "thermal_share": sum(s["thermal"] for s in inside) / len(inside)}
+
+
+def back_to_back(fn: Callable[..., Any], args: tuple, seconds: float, flops: int) -> dict[str, Any]:
+    """TFLOP/s of `fn(*args)` called back to back for `seconds`, with the clock and power sampled over the calls
+    (the first second, the clock's ramp, left out): a kernel's speed at the clock its own power draw allows."""
+    from kernels.bench import time_ms
+
+    time_ms(fn, [args], 2, 0)
+    with sampling(50) as samples:
+        start, times = time.time(), []
+        while time.time() - start < seconds:
+            times += time_ms(fn, [args], 0, 1)
+        end = time.time()
+    return {"tflops": round(flops / statistics.median(times) / 1e9, 1), "calls": len(times),
+            **(summarize(samples, start + 1.0, end) or {})}

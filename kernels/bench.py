@@ -4,7 +4,8 @@ TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events arou
 warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
 The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
 "x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
-same schedule, only the softmax differs). Accuracy is measured once per row against BF16 SDPA (cuDNN)
+same schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`), timed
+only where the optional cudnn-frontend package is installed. Accuracy is measured once per row against BF16 SDPA (cuDNN)
 on the first input set: relative error ||out - ref|| / ||ref|| in percent and the cosine similarity.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Row:
 
     name: str
     fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    missing: str | None = None  # why the row cannot run here (an optional package absent), None if it can
 
 
 def _sdpa(backend) -> Callable:
@@ -46,8 +48,12 @@ def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
 def rows() -> list[Row]:
     from torch.nn.attention import SDPBackend
 
+    from kernels import cudnn_fp8
+
     return [Row("sdpa-cudnn-bf16", _sdpa(SDPBackend.CUDNN_ATTENTION)),
             Row("sdpa-flash-bf16", _sdpa(SDPBackend.FLASH_ATTENTION)),
+            Row("cudnn-fp8", cudnn_fp8.cudnn_fp8_attention,
+                None if cudnn_fp8.available() else f"needs the cudnn-frontend package (pip install {cudnn_fp8.PACKAGE})"),
             Row("triton-conventional-fp8", _triton("mxfp8", softmax="conventional")),
             Row("triton-fused-mxfp8", _triton("mxfp8")),
             Row("triton-fused-mxfp8-nogate", _triton("mxfp8", gate_doublings=None)),
@@ -97,9 +103,12 @@ def accuracy(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
 
 def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: int = 2, repeats: int = 7,
                 input_sets: int = 3, emulate: bool = False,
-                progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+                progress: Callable[[dict[str, Any]], None] | None = None,
+                hold: Callable[[Callable, tuple, int], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Benchmark every row at one BHSD shape; `emulate` adds the emulator's error for the fused rows.
-    `progress` receives each row's result as soon as it is measured (the ratios are filled in at the end)."""
+    `progress` receives each row's result as soon as it is measured (the ratios are filled in at the end).
+    `hold(fn, inputs, flops)`, when given, runs each row back to back and returns its clock and power for the
+    result's "back_to_back" (the harness samples them; this module knows nothing of how)."""
     b, h, s, d = shape
     flops = 4 * b * h * s * s * d
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -129,6 +138,8 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
             emu = run_emulator(*inputs[0], fmt)[0]
             result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
             del emu
+        if hold:
+            result["back_to_back"] = hold(row.fn, inputs[0], flops)
         results.append(result)
         if progress:
             progress(result)
@@ -165,12 +176,21 @@ def format_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _held(r: dict[str, Any]) -> str:
+    """The back-to-back columns of one row: TFLOP/s, median SM clock and power (blank where not measured)."""
+    held = r.get("back_to_back") or {}
+    return " | ".join("" if held.get(k) is None else f"{held[k]:.{n}f}" for k, n in
+                      (("tflops", 1), ("clock_mhz", 0), ("power_w", 0)))
+
+
 def format_markdown(results: list[dict[str, Any]]) -> str:
-    lines = ["| shape | row | median ms | TFLOP/s | x cuDNN | x conventional | rel err % | cosine | emulator rel err % |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    clocks = any("back_to_back" in r for r in results)
+    head = "| shape | row | median ms | TFLOP/s | x cuDNN | x conventional | rel err % | cosine | emulator rel err % |"
+    lines = [head + (" back to back TFLOP/s | MHz | W |" if clocks else ""),
+             "|---" * (head.count("|") - 1 + 3 * clocks) + "|"]
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
                      f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {r['rel_err_pct']:.3f} | "
-                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |")
+                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |" + (f" {_held(r)} |" if clocks else ""))
     return "\n".join(lines)

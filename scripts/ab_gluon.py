@@ -20,7 +20,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -56,6 +55,7 @@ def main() -> int:
     import torch
 
     import kernels.gluon_fused as gluon_fused
+    from harness import gpu_clock
     from kernels.bench import time_ms
     from kernels.triton_attention import triton_attention
 
@@ -93,7 +93,7 @@ def main() -> int:
             if args.clock_seconds > 0:
                 for name, kernel in candidates:
                     gluon_fused.attention_kernel = kernel
-                    clock = _held_clock(run, inputs[0], args.clock_seconds, flops)
+                    clock = gpu_clock.back_to_back(run, inputs[0], args.clock_seconds, flops)
                     results[config][name]["back_to_back"] = clock
                     print(f"{config:<20} {name:<20} {clock['tflops']:8.1f} TFLOP/s back to back at "
                           f"{clock.get('clock_mhz', float('nan')):.0f} MHz, {clock.get('power_w', float('nan')):.0f} W",
@@ -104,22 +104,6 @@ def main() -> int:
     finally:
         gluon_fused.attention_kernel = committed
     return 0
-
-
-def _held_clock(run, args: tuple, seconds: float, flops: int) -> dict:
-    """TFLOP/s of calls back to back for `seconds`, and the clock and power sampled over them (samples of the first
-    second, the clock's ramp, left out)."""
-    from harness import gpu_clock
-    from kernels.bench import time_ms
-
-    time_ms(run, [args], 2, 0)
-    with gpu_clock.sampling(50) as samples:
-        start, times = time.time(), []
-        while time.time() - start < seconds:
-            times += time_ms(run, [args], 0, 1)
-        end = time.time()
-    tflops = flops / statistics.median(times) / 1e9
-    return {"tflops": round(tflops, 1), "calls": len(times), **(gpu_clock.summarize(samples, start + 1.0, end) or {})}
 
 
 if __name__ == "__main__":

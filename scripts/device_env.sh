@@ -9,7 +9,7 @@ SITE=/tmp/site
 missing=()
 for pair in diffusers:diffusers mlperf_loadgen:mlcommons_loadgen importlib_metadata:importlib_metadata zipp:zipp \
             requests:requests urllib3:urllib3 idna:idna certifi:certifi charset_normalizer:charset_normalizer \
-            PIL:pillow imageio:imageio imageio_ffmpeg:imageio_ffmpeg click:click; do
+            PIL:pillow imageio:imageio imageio_ffmpeg:imageio_ffmpeg click:click cudnn:nvidia_cudnn_frontend; do
   python3 -c "import ${pair%%:*}" 2>/dev/null || missing+=(.whl/"${pair#*:}"-*.whl)
 done
 # diffusers needs huggingface_hub >= 1.32

@@ -83,3 +83,16 @@ def test_kernel_commands_say_in_one_line_that_they_need_a_hopper_gpu(args):
 def test_check_refuses_an_unknown_engine():
     result = CliRunner().invoke(main, ["kernels", "check", "--engine", "cuda"])
     assert result.exit_code == 2 and "gluon" in result.output
+
+
+def test_bench_markdown_adds_the_clock_columns_only_when_a_row_was_held():
+    from kernels.bench import format_markdown
+
+    row = {"row": "gluon-fused-mxfp8", "shape": [1, 40, 75600, 128], "median_ms": 130.0, "tflops": 900.0,
+           "rel_err_pct": 5.7, "cosine": 0.998, "x_cudnn": 1.56, "x_conventional": 1.06}
+    plain = format_markdown([row]).splitlines()
+    held = format_markdown([dict(row, back_to_back={"tflops": 880.0, "clock_mhz": 1740.0, "power_w": 689.6}),
+                            dict(row, row="sdpa-cudnn-bf16")]).splitlines()
+    assert "MHz" not in plain[0] and "MHz" in held[0]
+    assert all(line.count("|") == held[0].count("|") for line in held)  # header, separator and rows line up
+    assert held[2].endswith("| 880.0 | 1740 | 690 |") and held[3].endswith("|  |  |  |")

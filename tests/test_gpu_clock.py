@@ -56,3 +56,14 @@ def test_without_nvidia_smi_there_are_no_samples(tmp_path, monkeypatch):
     with gpu_clock.sampling() as samples:
         pass
     assert samples == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU and its nvidia-smi")
+def test_back_to_back_gives_the_throughput_with_the_clock_it_ran_at():
+    import torch
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    held = gpu_clock.back_to_back(torch.matmul, (a, a), 2.0, 2 * 8192 ** 3)
+    assert held["calls"] > 10 and 50 < held["tflops"] < 2000
+    assert 500 < held["clock_mhz"] < 2500 and held["power_w"] > 50

@@ -1,0 +1,95 @@
+"""NVIDIA's own FP8 attention on Hopper, the reference row `cudnn-fp8` of `fsbench kernels bench`.
+
+cuDNN's `sdpa_fp8` through the cudnn-frontend package (optional: `pip install nvidia-cudnn-frontend`, in the
+`gpu` extra). The recipe is Transformer Engine's FP8 attention with current scaling: one E4M3 scale per
+tensor from its max |x|, the online softmax with P in E4M3 at scale 448 (P = 1 maps to E4M3's largest
+value), both GEMMs on the FP8 tensor cores and, on Hopper, an E4M3 output (cuDNN has no BF16 output for FP8
+attention there), which this wrapper dequantizes to BF16. The timed call includes the max reductions and
+casts, as the Triton and Gluon rows include their prepass. It answers how fast NVIDIA's FP8 attention runs
+on the same GPU, power cap and shapes as ours, and at what accuracy.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+
+PACKAGE = "nvidia-cudnn-frontend"
+E4M3_MAX = 448.0
+_graphs: dict[tuple, tuple] = {}  # (shapes, strides, device) -> (graph, its tensors, workspace, handle)
+
+
+def available() -> bool:
+    """Whether the cudnn-frontend package is installed (its import loads libcudnn: done only when used)."""
+    return importlib.util.find_spec("cudnn") is not None
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """The shapes and devices cuDNN's FP8 attention takes here: BHSD, one head dim, on a CUDA device."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"cudnn-fp8 takes 4-D (batch, heads, seq, head_dim) tensors, got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if k.shape != v.shape or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"cudnn-fp8: q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} disagree "
+                         "in batch, heads or head_dim")
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        raise ValueError("cudnn-fp8 runs on a CUDA GPU; the tensors are not on one")
+    if not available():
+        raise RuntimeError(f"cudnn-fp8 needs the cudnn-frontend package: pip install {PACKAGE}")
+
+
+def _scales(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scale, descale) of one tensor as (1, 1, 1, 1) float32 on its device: E4M3_MAX / max |x| and its inverse
+    (1 for an all-zero tensor); no host synchronisation."""
+    amax = torch.linalg.vector_norm(x, float("inf")).float()  # one pass, where abs().amax() makes two
+    descale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax)).reshape(1, 1, 1, 1)
+    return 1.0 / descale, descale
+
+
+def _build(q_shape: tuple[int, ...], kv_shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...],
+           device: torch.device) -> tuple:
+    """One cuDNN graph per shape and layout (building takes seconds; the bench calls it many times)."""
+    import cudnn
+
+    e4m3, fp32 = cudnn.data_type.FP8_E4M3, cudnn.data_type.FLOAT
+    handle = cudnn.create_handle()
+    graph = cudnn.pygraph(io_data_type=e4m3, intermediate_data_type=fp32, compute_data_type=fp32, handle=handle)
+    q, k, v = (graph.tensor(name=n, dim=list(shape), stride=list(stride), data_type=e4m3)
+               for n, shape, stride in zip("qkv", (q_shape, kv_shape, kv_shape), strides))
+    scalars = {n: graph.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=fp32)
+               for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")}
+    o, _, amax_s, amax_o = graph.sdpa_fp8(q=q, k=k, v=v, **scalars, generate_stats=False,
+                                          attn_scale=q_shape[3] ** -0.5, use_causal_mask=False, name="sdpa_fp8")
+    o.set_output(True).set_dim(list(q_shape)).set_stride(list(strides[0])).set_data_type(e4m3)
+    for amax in (amax_s, amax_o):
+        amax.set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(fp32)
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    graph.check_support()
+    graph.build_plans()
+    workspace = torch.empty(graph.get_workspace_size(), device=device, dtype=torch.uint8)
+    return graph, {"q": q, "k": k, "v": v, "o": o, "amax_s": amax_s, "amax_o": amax_o, **scalars}, workspace, handle
+
+
+def cudnn_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v by cuDNN's FP8 attention, BHSD in, BHSD out in q's dtype."""
+    _check(q, k, v)
+    import cudnn
+
+    fp8 = torch.float8_e4m3fn
+    (sq, dq), (sk, dk), (sv, dv) = _scales(q), _scales(k), _scales(v)
+    q8, k8, v8 = (q * sq).to(fp8), (k * sk).to(fp8), (v * sv).to(fp8)
+    key = (tuple(q.shape), tuple(k.shape), q8.stride(), k8.stride(), v8.stride(), q.device)
+    if key not in _graphs:
+        _graphs[key] = _build(tuple(q.shape), tuple(k.shape), (q8.stride(), k8.stride(), v8.stride()), q.device)
+    graph, t, workspace, handle = _graphs[key]
+    out = torch.empty_strided(q.shape, q8.stride(), dtype=fp8, device=q.device)
+    scale_s = torch.full((1, 1, 1, 1), E4M3_MAX, device=q.device)
+    scale_o = sv  # |out| <= max |v|: a convex combination of v's rows
+    amax_s, amax_o = torch.empty(2, 1, 1, 1, 1, device=q.device)
+    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream(q.device).cuda_stream)
+    graph.execute({t["q"]: q8, t["k"]: k8, t["v"]: v8, t["o"]: out, t["descale_q"]: dq, t["descale_k"]: dk,
+                   t["descale_v"]: dv, t["descale_s"]: 1.0 / scale_s, t["scale_s"]: scale_s, t["scale_o"]: scale_o,
+                   t["amax_s"]: amax_s, t["amax_o"]: amax_o}, workspace, handle=handle)
+    return (out.to(torch.float32) * dv).to(q.dtype)
