@@ -14,12 +14,13 @@ usage: python3 scripts/ab_gluon.py VARIANT.py [VARIANT.py ...] [--shape 1,40,756
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
 import statistics
 import sys
+
+import click
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -41,17 +42,20 @@ def _load(path: str):
     return name, module.attention_kernel
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("variants", nargs="+", help="paths of variant modules (each defines attention_kernel)")
-    parser.add_argument("--shape", default="1,40,75600,128", help="b,h,s,d of the standard-normal inputs")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ", ".join(CONFIGS))
-    parser.add_argument("--repeats", type=int, default=9, help="rounds (one timed call of each kernel per round)")
-    parser.add_argument("--json", dest="json_path", help="write {config: {kernel: TFLOP/s, ...}} here")
-    parser.add_argument("--clock-seconds", type=float, default=0.0,
-                        help="then run each kernel back to back this long, sampling SM clock and power")
-    args = parser.parse_args()
-
+@click.command(help=__doc__)
+@click.argument("variants", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--shape", default="1,40,75600,128", show_default=True, help="b,h,s,d of the standard-normal inputs")
+@click.option("--configs", "config_names", default=",".join(CONFIGS), show_default=True,
+              help="comma-separated subset of the configurations")
+@click.option("--repeats", default=9, show_default=True, help="rounds (one timed call of each kernel per round)")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write {config: {kernel: TFLOP/s, ...}} here")
+@click.option("--clock-seconds", default=0.0, show_default=True,
+              help="then run each kernel back to back this long, sampling SM clock and power")
+def main(variants: tuple[str, ...], shape: str, config_names: str, repeats: int, json_path: str | None,
+         clock_seconds: float) -> None:
+    unknown = sorted(set(config_names.split(",")) - set(CONFIGS))
+    if unknown:
+        raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(CONFIGS)}", param_hint="--configs")
     import torch
 
     import kernels.gluon_fused as gluon_fused
@@ -60,14 +64,14 @@ def main() -> int:
     from kernels.triton_attention import triton_attention
 
     committed = gluon_fused.attention_kernel
-    candidates = [("committed", committed), *(_load(path) for path in args.variants), ("committed-again", committed)]
-    shape = tuple(int(x) for x in args.shape.split(","))
-    flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3]
+    candidates = [("committed", committed), *(_load(path) for path in variants), ("committed-again", committed)]
+    dims = tuple(int(x) for x in shape.split(","))
+    flops = 4 * dims[0] * dims[1] * dims[2] ** 2 * dims[3]
     g = torch.Generator(device="cuda").manual_seed(0)
-    inputs = [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))]
+    inputs = [tuple(torch.randn(dims, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))]
     results = {}
     try:
-        for config in args.configs.split(","):
+        for config in config_names.split(","):
             fmt, options = CONFIGS[config]
 
             def run(q, k, v):
@@ -80,7 +84,7 @@ def main() -> int:
                 reference = out if reference is None else reference
                 identical[name] = bool(torch.equal(out, reference))
                 del out
-            for _ in range(args.repeats):
+            for _ in range(repeats):
                 for name, kernel in candidates:
                     gluon_fused.attention_kernel = kernel
                     times[name] += time_ms(run, inputs, 1, 1)
@@ -90,21 +94,20 @@ def main() -> int:
                 results[config][name] = {"tflops": round(tflops, 1), "bit_identical": identical[name],
                                          "ms": [round(t, 3) for t in times[name]]}
                 print(f"{config:<20} {name:<20} {tflops:8.1f} TFLOP/s  bit-identical {identical[name]}", flush=True)
-            if args.clock_seconds > 0:
+            if clock_seconds > 0:
                 for name, kernel in candidates:
                     gluon_fused.attention_kernel = kernel
-                    clock = gpu_clock.back_to_back(run, inputs[0], args.clock_seconds, flops)
+                    clock = gpu_clock.back_to_back(run, inputs[0], clock_seconds, flops)
                     results[config][name]["back_to_back"] = clock
                     print(f"{config:<20} {name:<20} {clock['tflops']:8.1f} TFLOP/s back to back at "
                           f"{clock.get('clock_mhz', float('nan')):.0f} MHz, {clock.get('power_w', float('nan')):.0f} W",
                           flush=True)
-            if args.json_path:  # after every configuration: a run cut short by its time limit keeps what it timed
-                with open(args.json_path, "w") as f:
-                    json.dump({"shape": list(shape), "repeats": args.repeats, "results": results}, f, indent=1)
+            if json_path:  # after every configuration: a run cut short by its time limit keeps what it timed
+                with open(json_path, "w") as f:
+                    json.dump({"shape": list(dims), "repeats": repeats, "results": results}, f, indent=1)
     finally:
         gluon_fused.attention_kernel = committed
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

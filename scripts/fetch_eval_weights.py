@@ -10,7 +10,6 @@ Digests are checked where they are published (CLIP's full sha256, torchvision's 
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
@@ -19,6 +18,8 @@ import tempfile
 import urllib.request
 import zipfile
 from pathlib import Path
+
+import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -87,14 +88,19 @@ def fetch(weight: weights.WeightFile, cache: dict[str, Path]) -> None:
         raise SystemExit(f"unknown weight kind {weight.kind}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="lpips,vbench", help="lpips, vbench, or a VBench dimension name")
-    parser.add_argument("--force", action="store_true", help="fetch even when the file is already there")
-    args = parser.parse_args()
-    chosen = {c.strip() for c in args.only.split(",")}
+@click.command(help=__doc__)
+@click.option("--only", default="lpips,vbench", show_default=True,
+              help="comma-separated: lpips, vbench, or VBench dimension names")
+@click.option("--force", is_flag=True, help="fetch even when the file is already there")
+def main(only: str, force: bool) -> None:
+    by_dimension = weights.vbench_weights()
+    chosen = {c.strip() for c in only.split(",") if c.strip()}
+    unknown = sorted(chosen - {"lpips", "vbench", *by_dimension})
+    if unknown or not chosen:
+        raise click.BadParameter(f"unknown {', '.join(unknown) or 'empty list'}; known: lpips, vbench, "
+                                 f"{', '.join(sorted(by_dimension))}", param_hint="--only")
     wanted = weights.lpips_weights() if "lpips" in chosen else []
-    for dimension, files in weights.vbench_weights().items():
+    for dimension, files in by_dimension.items():
         if "vbench" in chosen or dimension in chosen:
             wanted += files
     cache: dict[str, Path] = {}
@@ -103,7 +109,7 @@ def main() -> None:
         if weight.path in seen:
             continue
         seen.add(weight.path)
-        if weight.present() and not args.force:
+        if weight.present() and not force:
             print(f"present: {weight.path}")
             continue
         fetch(weight, cache)

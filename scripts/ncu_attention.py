@@ -9,9 +9,10 @@ are profiled. Run under ncu on the H200 (device tool, `.whl` carried, `source sc
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+
+import click
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -24,27 +25,29 @@ VARIANTS = {  # name: (engine, fmt, options)
 }
 
 
-def main() -> int:
+@click.command(help=__doc__)
+@click.option("--shape", default="1,8,16384,128", show_default=True, help="b,h,s,d of the standard-normal inputs")
+@click.option("--variants", "names", default=",".join(VARIANTS), show_default=True,
+              help="comma-separated subset, in launch order")
+def main(shape: str, names: str) -> None:
+    unknown = sorted(set(names.split(",")) - set(VARIANTS))
+    if unknown:
+        raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(VARIANTS)}", param_hint="--variants")
     import torch
 
     from kernels.triton_attention import triton_attention
     from kernels.triton_fused import attention_kernel
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="1,8,16384,128", help="b,h,s,d of the standard-normal inputs")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset, in launch order")
-    args = parser.parse_args()
     attention_kernel.configs = [c for c in attention_kernel.configs if c.kwargs["BM"] == 64 and c.maxnreg == 168]
     g = torch.Generator(device="cuda").manual_seed(0)
-    shape = tuple(int(x) for x in args.shape.split(","))
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-    for name in args.variants.split(","):
+    dims = tuple(int(x) for x in shape.split(","))
+    q, k, v = (torch.randn(dims, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+    for name in names.split(","):
         engine, fmt, options = VARIANTS[name]
         triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)
         torch.cuda.synchronize()
         print("launched", name, flush=True)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

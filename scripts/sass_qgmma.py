@@ -9,12 +9,13 @@ usage: python scripts/sass_qgmma.py [--engine triton|gluon] [--out DIR] [--block
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import os
 import re
 import subprocess
 import sys
+
+import click
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -144,35 +145,39 @@ def main_loop(sass: str) -> list[str]:
     return best
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--engine", default="triton", choices=("triton", "gluon"), help="which kernel to compile")
-    parser.add_argument("--out", default="/tmp/fsbench-sass", help="folder for the .cubin and .sass files")
-    parser.add_argument("--block-m", type=int, default=128, choices=(64, 128),
-                        help="query rows per program (Triton; Gluon has one launch shape, tiling.GLUON)")
-    parser.add_argument("--stages", type=int, default=2, help="K/V pipeline stages (Triton)")
-    parser.add_argument("--max-registers", type=int, help="register cap per thread (the autotuner's 168)")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of the variants")
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+@click.command(help=__doc__)
+@click.option("--engine", default="triton", type=click.Choice(["triton", "gluon"]), show_default=True,
+              help="which kernel to compile")
+@click.option("--out", default="/tmp/fsbench-sass", show_default=True, help="folder for the .cubin and .sass files")
+@click.option("--block-m", default=128, type=click.Choice(["64", "128"]), show_default=True,
+              help="query rows per program (Triton; Gluon has one launch shape, tiling.GLUON)")
+@click.option("--stages", default=2, show_default=True, help="K/V pipeline stages (Triton)")
+@click.option("--max-registers", type=int, help="register cap per thread (the autotuner's 168)")
+@click.option("--variants", "names", default=",".join(VARIANTS), show_default=True,
+              help="comma-separated subset of the variants")
+def main(engine: str, out: str, block_m: str, stages: int, max_registers: int | None, names: str) -> None:
+    unknown = sorted(set(names.split(",")) - set(VARIANTS))
+    if unknown:
+        raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(VARIANTS)}", param_hint="--variants")
+    os.makedirs(out, exist_ok=True)
     ok = True
     print(f"{'variant':<22} {'scope':<6} " + " ".join(f"{c:>6}" for c in COUNTED))
-    for name in args.variants.split(","):
-        kernel = compile_variant(VARIANTS[name], args.stages, block_m=args.block_m, max_registers=args.max_registers,
-                                 engine=args.engine)
-        sass = sass_of(kernel.asm["cubin"], args.out, name)
-        with open(os.path.join(args.out, f"{name}.sass"), "w") as f:
+    for name in names.split(","):
+        kernel = compile_variant(VARIANTS[name], stages, block_m=int(block_m), max_registers=max_registers,
+                                 engine=engine)
+        sass = sass_of(kernel.asm["cubin"], out, name)
+        with open(os.path.join(out, f"{name}.sass"), "w") as f:
             f.write(sass)
         loop = main_loop(sass)
         for scope, counts in (("kernel", opcodes(sass.splitlines())), ("loop", opcodes(loop))):
             print(f"{name:<22} {scope:<6} " + " ".join(f"{counts.get(c, 0):>6}" for c in COUNTED))
-        print(f"{'':<22} {resource_usage(args.out, name)} shared={kernel.metadata.shared} "
+        print(f"{'':<22} {resource_usage(out, name)} shared={kernel.metadata.shared} "
               f"loop_instructions={_total(opcodes(loop))} kernel_instructions={_total(opcodes(sass.splitlines()))}")
         if "QGMMA" not in sass:
             print(f"{name}: no QGMMA (FP8 wgmma) in the SASS", file=sys.stderr)
             ok = False
-    return 0 if ok else 1
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -155,6 +155,14 @@ def test_fetch_script_finds_every_weight_in_place_without_network(tmp_path, empt
     assert "all evaluation weights in place" in done.stdout and "downloading" not in done.stdout
 
 
+def test_fetch_script_refuses_an_unknown_weight_name_in_one_line():
+    script = Path(__file__).resolve().parents[1] / "scripts" / "fetch_eval_weights.py"
+    done = subprocess.run([sys.executable, str(script), "--only", "lpips,subject_consistncy"], capture_output=True,
+                          text=True, env=os.environ)
+    assert done.returncode == 2 and "subject_consistncy" in done.stderr and "subject_consistency" in done.stderr
+    assert "downloading" not in done.stdout
+
+
 needs_vbench = pytest.mark.skipif(not VBENCH_PYTHON.is_file(),
                                   reason=f"no vbench environment at {VBENCH_PYTHON}: run scripts/setup_vbench_env.sh")
 
