@@ -4,9 +4,10 @@ TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events arou
 warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
 The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
 "x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
-same schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`), timed
-only where the optional cudnn-frontend package is installed. Accuracy is measured once per row against BF16 SDPA (cuDNN)
-on the first input set: relative error ||out - ref|| / ||ref|| in percent and the cosine similarity.
+same schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`, its
+scaling and casts included), timed only where the optional cudnn-frontend package is installed. Accuracy is
+measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error ||out - ref|| / ||ref||
+in percent and the cosine similarity.
 """
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def rows() -> list[Row]:
 
     return [Row("sdpa-cudnn-bf16", _sdpa(SDPBackend.CUDNN_ATTENTION)),
             Row("sdpa-flash-bf16", _sdpa(SDPBackend.FLASH_ATTENTION)),
-            Row("cudnn-fp8", cudnn_fp8.cudnn_fp8_attention,
-                None if cudnn_fp8.available() else f"needs the cudnn-frontend package (pip install {cudnn_fp8.PACKAGE})"),
+            Row("cudnn-fp8", cudnn_fp8.cudnn_fp8_attention, None if cudnn_fp8.available() else
+                f"needs the cudnn-frontend package (pip install {cudnn_fp8.PACKAGE})"),
             Row("triton-conventional-fp8", _triton("mxfp8", softmax="conventional")),
             Row("triton-fused-mxfp8", _triton("mxfp8")),
             Row("triton-fused-mxfp8-nogate", _triton("mxfp8", gate_doublings=None)),
@@ -192,5 +193,6 @@ def format_markdown(results: list[dict[str, Any]]) -> str:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
                      f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {r['rel_err_pct']:.3f} | "
-                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |" + (f" {_held(r)} |" if clocks else ""))
+                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |"
+                     + (f" {_held(r)} |" if clocks else ""))
     return "\n".join(lines)

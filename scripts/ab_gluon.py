@@ -48,7 +48,8 @@ def _load(path: str):
 @click.option("--configs", "config_names", default=",".join(CONFIGS), show_default=True,
               help="comma-separated subset of the configurations")
 @click.option("--repeats", default=9, show_default=True, help="rounds (one timed call of each kernel per round)")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write {config: {kernel: TFLOP/s, ...}} here")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="write {config: {kernel: TFLOP/s, ...}} here")
 @click.option("--clock-seconds", default=0.0, show_default=True,
               help="then run each kernel back to back this long, sampling SM clock and power")
 def main(variants: tuple[str, ...], shape: str, config_names: str, repeats: int, json_path: str | None,
