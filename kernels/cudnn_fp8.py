@@ -77,14 +77,15 @@ def cudnn_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> to
     _check(q, k, v)
     import cudnn
 
-    fp8 = torch.float8_e4m3fn
     (sq, dq), (sk, dk), (sv, dv) = _scales(q), _scales(k), _scales(v)
-    q8, k8, v8 = (q * sq).to(fp8), (k * sk).to(fp8), (v * sv).to(fp8)
+    # one pass each, cast on store: `x * scale` would first write a float32 copy (the scale is a 4-D float32)
+    q8, k8, v8 = (torch.mul(x, scale, out=torch.empty_like(x, dtype=torch.float8_e4m3fn))
+                  for x, scale in ((q, sq), (k, sk), (v, sv)))
     key = (tuple(q.shape), tuple(k.shape), q8.stride(), k8.stride(), v8.stride(), q.device)
     if key not in _graphs:
         _graphs[key] = _build(tuple(q.shape), tuple(k.shape), (q8.stride(), k8.stride(), v8.stride()), q.device)
     graph, t, workspace, handle = _graphs[key]
-    out = torch.empty_strided(q.shape, q8.stride(), dtype=fp8, device=q.device)
+    out = torch.empty_like(q8)
     scale_s = torch.full((1, 1, 1, 1), E4M3_MAX, device=q.device)
     scale_o = sv  # |out| <= max |v|: a convex combination of v's rows
     amax_s, amax_o = torch.empty(2, 1, 1, 1, 1, device=q.device)
@@ -92,4 +93,4 @@ def cudnn_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> to
     graph.execute({t["q"]: q8, t["k"]: k8, t["v"]: v8, t["o"]: out, t["descale_q"]: dq, t["descale_k"]: dk,
                    t["descale_v"]: dv, t["descale_s"]: 1.0 / scale_s, t["scale_s"]: scale_s, t["scale_o"]: scale_o,
                    t["amax_s"]: amax_s, t["amax_o"]: amax_o}, workspace, handle=handle)
-    return (out.to(torch.float32) * dv).to(q.dtype)
+    return out.to(q.dtype).mul_(dv)

@@ -96,3 +96,10 @@ def test_bench_markdown_adds_the_clock_columns_only_when_a_row_was_held():
     assert "MHz" not in plain[0] and "MHz" in held[0]
     assert all(line.count("|") == held[0].count("|") for line in held)  # header, separator and rows line up
     assert held[2].endswith("| 880.0 | 1740 | 690 |") and held[3].endswith("|  |  |  |")
+
+
+def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
+    from conftest import load_script
+
+    result = CliRunner().invoke(load_script("row_kernels").main, ["--rows", "gluon-fused-mxfp8,cudnn-fp16"])
+    assert result.exit_code == 2 and "cudnn-fp16" in result.output and "cudnn-fp8" in result.output
