@@ -1,12 +1,11 @@
 """NVIDIA's own FP8 attention on Hopper, the reference row `cudnn-fp8` of `fsbench kernels bench`.
 
 cuDNN's `sdpa_fp8` through the cudnn-frontend package (optional: `pip install nvidia-cudnn-frontend`, in the
-`gpu` extra). The recipe is Transformer Engine's FP8 attention with current scaling: one E4M3 scale per
-tensor from its max |x|, the online softmax with P in E4M3 at scale 448 (P = 1 maps to E4M3's largest
-value), both GEMMs on the FP8 tensor cores and, on Hopper, an E4M3 output (cuDNN has no BF16 output for FP8
-attention there), which this wrapper dequantizes to BF16. The timed call includes the max reductions and
-casts, as the Triton and Gluon rows include their prepass. It answers how fast NVIDIA's FP8 attention runs
-on the same GPU, power cap and shapes as ours, and at what accuracy.
+`gpu` extra), with per-tensor current scaling: one E4M3 scale per tensor from its own max |x|, the online softmax
+with P in E4M3 at scale 448 (P = 1 maps to E4M3's largest value), both GEMMs on the FP8 tensor cores and an E4M3
+output, which this wrapper dequantizes to BF16. The timed call includes the max reductions and casts, as the
+Triton and Gluon rows include their prepass. It answers how fast NVIDIA's FP8 attention runs on the same GPU,
+power cap and shapes as ours, and at what accuracy.
 """
 from __future__ import annotations
 
