@@ -103,3 +103,8 @@ def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
 
     result = CliRunner().invoke(load_script("row_kernels").main, ["--rows", "gluon-fused-mxfp8,cudnn-fp16"])
     assert result.exit_code == 2 and "cudnn-fp16" in result.output and "cudnn-fp8" in result.output
+
+
+def test_bench_refuses_a_negative_clock_window():
+    result = CliRunner().invoke(main, ["kernels", "bench", "--clock-seconds", "-1"])
+    assert result.exit_code == 2 and "--clock-seconds" in result.output
