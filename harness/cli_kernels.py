@@ -127,22 +127,12 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
     H200)."""
     from kernels import bench as kbench
 
-    selected = kbench.rows()
-    if row_names:
-        wanted = row_names.split(",")
-        unknown = sorted(set(wanted) - {r.name for r in selected})
-        if unknown:
-            raise click.BadParameter(f"unknown row(s) {', '.join(unknown)}; known: "
-                                     f"{', '.join(r.name for r in selected)}", param_hint="--rows")
-        selected = [r for r in selected if r.name in wanted]
-        for row in selected:
-            if row.missing:
-                raise click.UsageError(f"row {row.name} {row.missing}")
-    else:
-        for row in selected:
-            if row.missing:
-                click.echo(f"skipping row {row.name}: it {row.missing}", err=True)
-        selected = [r for r in selected if not r.missing]
+    try:
+        selected, left_out = kbench.select_rows(row_names.split(",") if row_names else None)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--rows") from exc
+    for row in left_out:
+        click.echo(f"skipping row {row.name}: it {row.missing}", err=True)
     header = provenance(_need_hopper())
     results = []
     for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):

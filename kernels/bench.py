@@ -71,6 +71,23 @@ def rows() -> list[Row]:
             Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", "gluon", mx_p_scale="row"))]
 
 
+def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
+    """(rows to run, rows left out): the rows named, in the bench's order, or, for None, every row that can run
+    here and those that cannot (an optional package absent). Raises ValueError naming a row the bench lacks, or a
+    named row that cannot run here."""
+    every = rows()
+    if names is None:
+        return [r for r in every if not r.missing], [r for r in every if r.missing]
+    unknown = sorted(set(names) - {r.name for r in every})
+    if unknown:
+        raise ValueError(f"unknown row(s) {', '.join(unknown)}; known: {', '.join(r.name for r in every)}")
+    chosen = [r for r in every if r.name in names]
+    for row in chosen:
+        if row.missing:
+            raise ValueError(f"row {row.name} {row.missing}")
+    return chosen, []
+
+
 def engine_of(row_name: str) -> str | None:
     """'triton' or 'gluon' for the FP8 kernel rows, None for the SDPA baselines."""
     from kernels.triton_attention import ENGINES

@@ -38,14 +38,10 @@ def main(row_names: str, shape: str, seconds: float, warm_seconds: float, json_p
     from harness import gpu_clock
     from kernels import bench
 
-    known = {r.name: r for r in bench.rows()}
-    wanted = row_names.split(",")
-    unknown = sorted(set(wanted) - set(known))
-    if unknown:
-        raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(known)}", param_hint="--rows")
-    for name in wanted:
-        if known[name].missing:
-            raise click.UsageError(f"row {name} {known[name].missing}")
+    try:
+        selected, _ = bench.select_rows(row_names.split(","))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--rows") from exc
     dims = tuple(int(x) for x in shape.split(","))
     flops = 4 * dims[0] * dims[1] * dims[2] ** 2 * dims[3]
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -54,8 +50,8 @@ def main(row_names: str, shape: str, seconds: float, warm_seconds: float, json_p
               "rows": {}}
     with profile(activities=[ProfilerActivity.CUDA]):
         torch.cuda.synchronize()  # the profiler's first session sets up CUPTI: not inside a row's window
-    for name in wanted:
-        fn = known[name].fn
+    for row in selected:
+        name, fn = row.name, row.fn
         start = time.time()
         while time.time() - start < warm_seconds:
             fn(*qkv)
@@ -74,16 +70,16 @@ def main(row_names: str, shape: str, seconds: float, warm_seconds: float, json_p
         split = sorted(((sum(ms) / calls, kernel) for kernel, ms in per_kernel.items()), reverse=True)
         main_kernel = split[0][1]
         attention = per_kernel[main_kernel]
-        row = report["rows"][name] = {
+        entry = report["rows"][name] = {
             "attention_kernel": main_kernel, "calls": calls, "attention_ms": statistics.median(attention),
             "attention_tflops": round(flops / statistics.median(attention) / 1e9, 1),
             "other_kernels_ms": round(sum(ms for ms, _ in split[1:]), 3),
             "kernels_ms_per_call": {kernel: round(ms, 4) for ms, kernel in split},
             "clock": gpu_clock.summarize(samples, begin, end)}
-        clock = row["clock"] or {}
-        click.echo(f"{name:<24} attention kernel {row['attention_ms']:.2f} ms ({row['attention_tflops']:.1f} TFLOP/s), "
-                   f"other kernels {row['other_kernels_ms']:.2f} ms per call, at {clock.get('clock_mhz', 0):.0f} MHz "
-                   f"{clock.get('power_w', 0):.0f} W; {main_kernel[:60]}")
+        clock = entry["clock"] or {}
+        click.echo(f"{name:<24} attention kernel {entry['attention_ms']:.2f} ms ({entry['attention_tflops']:.1f} "
+                   f"TFLOP/s), other kernels {entry['other_kernels_ms']:.2f} ms per call, at "
+                   f"{clock.get('clock_mhz', 0):.0f} MHz {clock.get('power_w', 0):.0f} W; {main_kernel[:60]}")
         if json_path:  # after every row: a run stopped by its time limit keeps what it measured
             atomic_write_text(Path(json_path), json.dumps(report, indent=1) + "\n")
 

@@ -40,6 +40,8 @@ def test_bench_rows_offer_the_cudnn_row_only_where_it_can_run(monkeypatch):
     from kernels import bench
 
     monkeypatch.setattr(cudnn_fp8, "available", lambda: False)
-    assert next(r for r in bench.rows() if r.name == "cudnn-fp8").missing
+    selected, left_out = bench.select_rows(None)
+    assert [r.name for r in left_out] == ["cudnn-fp8"] and "cudnn-fp8" not in {r.name for r in selected}
     monkeypatch.setattr(cudnn_fp8, "available", lambda: True)
-    assert next(r for r in bench.rows() if r.name == "cudnn-fp8").missing is None
+    selected, left_out = bench.select_rows(None)
+    assert left_out == [] and "cudnn-fp8" in {r.name for r in selected}
