@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 STAT_M = 128  # query rows per statistics tile (rollbacks are counted per STAT_M x BLOCK_N tile)
 BLOCK_N = 128  # keys per tile: the emulator's tile_n
-PREPASS_ROWS = 128  # rows quantized per prepass program: one key tile, so K's tile scale is local
+PREPASS_ROWS = 128  # rows quantized per prepass step: one key tile, so K's tile scale is local
+PREPASS_TILES = 4  # steps per Q/K prepass program (two loads in flight): the Hadamard matrix loaded once per four tiles
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one H100/H200 block may use
 HEAD_DIMS = (64, 128)
 

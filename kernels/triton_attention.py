@@ -137,11 +137,12 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
 
 
 @functools.lru_cache(maxsize=8)
-def _hadamard_pm1(d: int, device: torch.device) -> torch.Tensor:
-    """The unnormalized (+-1) Hadamard matrix on `device`, made once rather than copied there every call."""
+def _hadamard_pm1(d: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """The unnormalized (+-1) Hadamard matrix on `device` in `dtype` (exact in 16 bits), made once rather than
+    copied there every call."""
     from kernels.hadamard import hadamard_matrix
 
-    return (hadamard_matrix(d, device) * d ** 0.5).round().contiguous()
+    return (hadamard_matrix(d, device) * d ** 0.5).round().to(dtype).contiguous()
 
 
 def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
@@ -156,7 +157,6 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     elem = pre.ELEMENT[opts.fmt]
     emax, mbits, maxn, shift = pre.ELEMENT_PARAMS[elem]
     dev = q.device
-    had = _hadamard_pm1(d, dev)
     q, k = (x if x.dtype in (torch.bfloat16, torch.float16) else x.to(torch.bfloat16) for x in (q, k))
     sm_scale = opts.sm_scale if opts.sm_scale is not None else d ** -0.5
     fp8 = torch.float8_e4m3fn
@@ -171,8 +171,10 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     norm = d ** -0.5 if opts.hadamard else 1.0
     for name, x, scale, n, premul, per_row in (("q", q, "q_scale", nq, sm_scale * LOG2E * norm, True),
                                                  ("k", k, "k_scale", nk, norm, False)):
-        pre.quantize_qk_kernel[(n, b * h)](x, t[name], t[scale], had, *x.stride(), h, x.shape[2], n * rows, n,
-                                           premul, ROTATE=opts.hadamard, PER_ROW=per_row, **consts)
+        tiles = tiling.PREPASS_TILES
+        pre.quantize_qk_kernel[(-(-n // tiles), b * h)](x, t[name], t[scale], _hadamard_pm1(d, dev, x.dtype),
+                                                        *x.stride(), h, x.shape[2], n * rows, n, premul, TILES=tiles,
+                                                        ROTATE=opts.hadamard, PER_ROW=per_row, num_stages=2, **consts)
     if opts.fmt == "mxfp8":
         amax = torch.linalg.vector_norm(v, float("inf")).float()  # max |v| in one pass (abs().amax() makes two)
         tensor_scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax)).reshape(1)

@@ -51,23 +51,25 @@ def _floor_log2(x):
 
 
 @triton.jit
-def _k_rows(rows, ORDER: tl.constexpr):
-    """Where K's key `rows` is stored (see KEY_ORDERS; 128-key tiles)."""
+def _k_order(x, ROWS: tl.constexpr, D: tl.constexpr, ORDER: tl.constexpr):
+    """K's rows [ROWS, D] in their stored order (see KEY_ORDERS; 128-key tiles): a permutation of the tensor's
+    axes, so that the store writes whole consecutive rows."""
     if ORDER == 0:
-        return rows
-    r = rows & 127
-    return (rows & ~127) | (((r >> 3) & 3) << 5) | (((r >> 2) & 1) << 4) | (((r >> 1) & 1) << 3) | ((r >> 5) << 1) \
-        | (r & 1)
+        return x
+    # key r = 32c + 8a + 4b + 2d + e is stored at row 32a + 16b + 8d + 2c + e
+    x = tl.reshape(x, [ROWS // 128, 4, 4, 2, 2, 2, D])  # [g, c, a, b, d, e, :]
+    return tl.reshape(tl.permute(x, [0, 2, 3, 4, 1, 5, 6]), [ROWS, D])
 
 
 @triton.jit
-def _v_rows(rows, ORDER: tl.constexpr):
-    """Where V's key `rows` is stored: its k position in the PV GEMM (see KEY_ORDERS; 128-key tiles)."""
-    if ORDER == 0:
-        return (rows & ~15) | (((rows >> 1) & 3) << 2) | (((rows >> 3) & 1) << 1) | (rows & 1)
-    r = rows & 127
-    return (rows & ~127) | (((r >> 3) & 3) << 5) | (((r >> 2) & 1) << 4) | ((r >> 5) << 2) | (((r >> 1) & 1) << 1) \
-        | (r & 1)
+def _v_order(xt, ROWS: tl.constexpr, D: tl.constexpr, ORDER: tl.constexpr):
+    """V^T [D, ROWS] with its keys in their stored order, the PV GEMM's k order (see KEY_ORDERS)."""
+    if ORDER == 0:  # key r = 16g + 8a + 2b + e (b: 2 bits) at 16g + 4b + 2a + e
+        x = tl.reshape(xt, [D, ROWS // 16, 2, 4, 2])
+        return tl.reshape(tl.permute(x, [0, 1, 3, 2, 4]), [D, ROWS])
+    # key r = 32c + 8a + 4b + 2d + e at 32a + 16b + 4c + 2d + e
+    x = tl.reshape(xt, [D, ROWS // 128, 4, 4, 2, 2, 2])  # [:, g, c, a, b, d, e]
+    return tl.reshape(tl.permute(x, [0, 1, 3, 4, 2, 5, 6]), [D, ROWS])
 
 
 @triton.jit
@@ -95,36 +97,40 @@ def _mx_blocks(x, ROWS: tl.constexpr, D: tl.constexpr, ELEM: tl.constexpr, EMAX:
 @triton.jit
 def quantize_qk_kernel(x_ptr, out_ptr, scale_ptr, had_ptr,
                        stride_b, stride_h, stride_s, stride_d, H, S, S_PAD, N_TILES, premul,
-                       D: tl.constexpr, ROWS: tl.constexpr, ROTATE: tl.constexpr, PER_ROW: tl.constexpr,
-                       ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr,
-                       SHIFT: tl.constexpr, ORDER: tl.constexpr):
-    """One tile of ROWS rows of Q (PER_ROW scales) or K (one scale per tile, keys stored in ORDER): premultiply,
-    rotate, MX-quantize, re-encode as E4M3 under the group scale."""
-    tile, bh = tl.program_id(0), tl.program_id(1)
+                       D: tl.constexpr, ROWS: tl.constexpr, TILES: tl.constexpr, ROTATE: tl.constexpr,
+                       PER_ROW: tl.constexpr, ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr,
+                       MAXN: tl.constexpr, SHIFT: tl.constexpr, ORDER: tl.constexpr):
+    """TILES consecutive tiles of ROWS rows of Q (PER_ROW scales) or K (one scale per tile, keys stored in ORDER):
+    premultiply, rotate, MX-quantize, re-encode as E4M3 under the group scale. The Hadamard matrix is loaded once
+    per program and the loop's loads are pipelined: one tile per program spent more time loading the matrix than
+    the tile."""
+    bh = tl.program_id(1)
     b, h = bh // H, bh % H
-    rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, D)
-    ptrs = x_ptr + b * stride_b + h * stride_h + rows[:, None] * stride_s + cols[None, :] * stride_d
-    x = tl.load(ptrs, mask=(rows < S)[:, None], other=0.0)
     if ROTATE:
-        had = tl.load(had_ptr + cols[:, None] * D + cols[None, :])  # +-1 entries: exact in 16 bits
-        x = tl.dot(x, had.to(x.dtype)) * premul  # exact products, float32 accumulation
-    else:
-        x = x.to(tl.float32) * premul
-    v, e = _mx_blocks(x, ROWS, D, ELEM, EMAX, MBITS, MAXN)
-    if PER_ROW:
-        group = tl.max(e, axis=1)
-        stored = v * _pow2(e - group[:, None] + SHIFT)[:, :, None]
-        tl.store(scale_ptr + bh * S_PAD + rows, _pow2(group - SHIFT))
-    else:
-        group = tl.max(tl.max(e, axis=1), axis=0)
-        stored = v * _pow2(e - group + SHIFT)[:, :, None]
-        tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT))
-    q8 = tl.reshape(stored, [ROWS, D]).to(tl.float8e4nv)
-    out_rows = rows
-    if not PER_ROW:
-        out_rows = _k_rows(rows, ORDER)
-    tl.store(out_ptr + (bh * S_PAD + out_rows[:, None]) * D + cols[None, :], q8)
+        had = tl.load(had_ptr + cols[:, None] * D + cols[None, :])  # +-1 entries in 16 bits: exact
+    for i in tl.range(0, TILES):
+        tile = tl.program_id(0) * TILES + i
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        ptrs = x_ptr + b * stride_b + h * stride_h + rows[:, None] * stride_s + cols[None, :] * stride_d
+        x = tl.load(ptrs, mask=(rows < S)[:, None], other=0.0)
+        if ROTATE:
+            x = tl.dot(x, had) * premul  # exact products, float32 accumulation
+        else:
+            x = x.to(tl.float32) * premul
+        v, e = _mx_blocks(x, ROWS, D, ELEM, EMAX, MBITS, MAXN)
+        in_tiles = tile < N_TILES
+        if PER_ROW:
+            group = tl.max(e, axis=1)
+            stored = v * _pow2(e - group[:, None] + SHIFT)[:, :, None]
+            tl.store(scale_ptr + bh * S_PAD + rows, _pow2(group - SHIFT), mask=rows < S_PAD)
+            q8 = tl.reshape(stored, [ROWS, D]).to(tl.float8e4nv)
+        else:
+            group = tl.max(tl.max(e, axis=1), axis=0)
+            stored = v * _pow2(e - group + SHIFT)[:, :, None]
+            tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT), mask=in_tiles)
+            q8 = _k_order(tl.reshape(stored, [ROWS, D]), ROWS, D, ORDER).to(tl.float8e4nv)
+        tl.store(out_ptr + (bh * S_PAD + rows[:, None]) * D + cols[None, :], q8, mask=in_tiles)
 
 
 @triton.jit
@@ -134,23 +140,23 @@ def quantize_v_kernel(x_ptr, out_ptr, scale_ptr, tensor_scale_ptr,
                       ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr, MAXN: tl.constexpr,
                       SHIFT: tl.constexpr, ORDER: tl.constexpr):
     """One 128-key tile of V: per-tensor FP8 (mxfp8) or MX blocks of 32 keys per column, stored
-    transposed [D, keys] with one scale per tile, keys in the attention kernel's PV order (KEY_ORDERS)."""
+    transposed [D, keys] with one scale per tile, keys in the attention kernel's PV order (KEY_ORDERS).
+    V is loaded transposed ([D, keys]) and the keys permuted within the tile, so the stores write whole rows of
+    V^T, not single bytes."""
     tile, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, D)
-    ptrs = x_ptr + b * stride_b + h * stride_h + rows[:, None] * stride_s + cols[None, :] * stride_d
-    x = tl.load(ptrs, mask=(rows < S)[:, None], other=0.0).to(tl.float32)
+    ptrs = x_ptr + b * stride_b + h * stride_h + rows[None, :] * stride_s + cols[:, None] * stride_d
+    xt = tl.load(ptrs, mask=(rows < S)[None, :], other=0.0).to(tl.float32)  # [D, keys]
     if PER_TENSOR:
         scale = tl.load(tensor_scale_ptr)
-        q8 = tl.math.div_rn(x, tl.zeros_like(x) + scale).to(tl.float8e4nv)
+        stored = tl.math.div_rn(xt, tl.zeros_like(xt) + scale)
         tl.store(scale_ptr + bh * N_TILES + tile, scale)
     else:
-        xt = tl.trans(x)  # [D, ROWS]: blocks of 32 along the keys
-        v, e = _mx_blocks(xt, D, ROWS, ELEM, EMAX, MBITS, MAXN)
+        v, e = _mx_blocks(xt, D, ROWS, ELEM, EMAX, MBITS, MAXN)  # blocks of 32 along the keys
         group = tl.max(tl.max(e, axis=1), axis=0)
-        stored = v * _pow2(e - group + SHIFT)[:, :, None]
-        q8 = tl.trans(tl.reshape(stored, [D, ROWS])).to(tl.float8e4nv)
+        stored = tl.reshape(v * _pow2(e - group + SHIFT)[:, :, None], [D, ROWS])
         tl.store(scale_ptr + bh * N_TILES + tile, _pow2(group - SHIFT))
-    out = out_ptr + (bh * D + cols[None, :]) * S_PAD + _v_rows(rows, ORDER)[:, None]
-    tl.store(out, q8)
+    q8 = _v_order(stored, ROWS, D, ORDER).to(tl.float8e4nv)
+    tl.store(out_ptr + (bh * D + cols[:, None]) * S_PAD + rows[None, :], q8)
