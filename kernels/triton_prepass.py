@@ -102,8 +102,8 @@ def quantize_qk_kernel(x_ptr, out_ptr, scale_ptr, had_ptr,
                        MAXN: tl.constexpr, SHIFT: tl.constexpr, ORDER: tl.constexpr):
     """TILES consecutive tiles of ROWS rows of Q (PER_ROW scales) or K (one scale per tile, keys stored in ORDER):
     premultiply, rotate, MX-quantize, re-encode as E4M3 under the group scale. The Hadamard matrix is loaded once
-    per program and the loop's loads are pipelined: one tile per program spent more time loading the matrix than
-    the tile."""
+    per program and the loop's loads are pipelined: with one tile per program, loading the matrix (then in float32)
+    read twice the tile's bytes."""
     bh = tl.program_id(1)
     b, h = bh // H, bh % H
     cols = tl.arange(0, D)
