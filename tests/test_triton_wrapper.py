@@ -149,8 +149,7 @@ def _run_in_interpreter(tmp_path, script: str, *args: str) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-_INTERPRETER_SCRIPT = '''
-import json, sys
+_RNE_FP8 = '''
 import numpy as np, torch
 import triton, triton.language as tl
 from triton.runtime import interpreter
@@ -172,6 +171,10 @@ def _convert_rne(data, src, dst, rounding):
 
 
 interpreter._convert_float = _convert_rne
+'''
+
+_INTERPRETER_SCRIPT = _RNE_FP8 + '''
+import json, sys
 import kernels.triton_fused as tf
 
 
@@ -278,3 +281,73 @@ def test_gluon_key_order_gives_each_quad_thread_one_mx_block_and_v_follows_its_k
             c = matches[0]
             assert (c >> 1) & 3 == r // 32
             assert torch.equal(v_thread[:, base + pv_position(c)], v_pv[:, base + pv_position(r)])
+
+
+_PREPASS_VALUES_SCRIPT = _RNE_FP8 + '''
+import json
+from kernels import triton_attention as ta
+from kernels.emulator import EmulatorOptions, quantize_operands
+
+
+def stored_row(r: int, order: str, tensor: str) -> int:
+    """Where key r of a 128-key tile is stored (the KEY_ORDERS comment, written out bit by bit)."""
+    c, a, b, d, e = r >> 5, (r >> 3) & 3, (r >> 2) & 1, (r >> 1) & 1, r & 1
+    if order == "triton":
+        return r if tensor == "k" else (r & ~15) | (((r >> 1) & 3) << 2) | (((r >> 3) & 1) << 1) | e
+    return 32 * a + 16 * b + (8 * d + 2 * c if tensor == "k" else 4 * c + 2 * d) + e
+
+
+torch.manual_seed(0)
+b, h, s, d = 1, 2, 300, 128  # a short last tile (300 = 2 x 128 + 44); K and V of BSHD views
+q = torch.randn(b, h, s, d).half()  # the interpreter's bf16 dot is unreliable
+k, v = (torch.randn(b, s, h, d).half().transpose(1, 2) * 3 for _ in range(2))
+keys = range(128 * -(-s // 128))
+stored = {(engine, name): torch.tensor([r & ~127 | stored_row(r & 127, engine, name) for r in keys])
+          for engine in ("triton", "gluon") for name in "kv"}
+
+
+def tile_scale(x):
+    return x.repeat_interleave(128, dim=-1)[..., :s]
+
+
+out = {}
+for fmt in ("mxfp8", "mxfp6", "mxfp4"):
+    for engine in ("triton", "gluon"):
+        for hadamard in (False, True):
+            t = ta.quantize(q, k, v, ta.parse_options(fmt, {"hadamard": hadamard}), engine)
+            emu = quantize_operands(q, k, v, fmt, EmulatorOptions(hadamard=hadamard))
+            k_keys, v_keys = t["k"].float()[:, stored[engine, "k"]], t["v"].float()[:, :, stored[engine, "v"]]
+            got = {"q": (t["q"].float() * t["q_scale"][..., None])[:, :s],
+                   "k": k_keys[:, :s] * tile_scale(t["k_scale"])[..., None],
+                   "v": (v_keys[:, :, :s] * tile_scale(t["v_scale"])[:, None, :]).transpose(1, 2)}
+            want = dict(zip("qkv", (x.reshape(b * h, s, d) for x in emu)))
+            case = out[f"{fmt}/{engine}/{hadamard}"] = {
+                name: {"max_diff_over_max": ((got[name] - want[name]).abs().max() / want[name].abs().max()).item(),
+                       "mismatches": int((got[name] != want[name]).sum())} for name in "qkv"}
+            case["padding_nonzero"] = int(torch.count_nonzero(k_keys[:, s:]) + torch.count_nonzero(v_keys[:, :, s:]))
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_prepass_operands_dequantize_to_the_emulators_quantized_operands(tmp_path):
+    """The prepass in the Triton interpreter against `emulator.quantize_operands`, in both key orders, on
+    BSHD views with a short last tile. Without the rotation the dequantized operands equal the emulator's
+    exactly, except MXFP8's Q and K, whose E4M3 re-encoding under one scale per row (Q) or key tile (K) may lose
+    the low bits of a block far below the group (module docstring of `kernels.triton_prepass`): at most half of
+    E4M3's smallest subnormal at the group's scale, under 2^-18 of the group's maximum. With the rotation the
+    prepass rotates in a 16-bit MMA where the emulator rotates in float32 (fp16 inputs: the interpreter's bf16
+    dot is unreliable): a rare element rounds to its neighbour, one step of the element format away."""
+    res = _run_in_interpreter(tmp_path, _PREPASS_VALUES_SCRIPT)
+    assert len(res) == 12
+    for key, ops in res.items():
+        fmt, _, hadamard = key.split("/")
+        assert ops.pop("padding_nonzero") == 0, key
+        for name, cmp in ops.items():
+            if hadamard == "True":
+                assert cmp["mismatches"] <= 1e-3 * 2 * 300 * 128, (key, name, cmp)
+                assert cmp["max_diff_over_max"] < 2.0 ** -3, (key, name, cmp)
+            elif fmt == "mxfp8" and name in "qk":
+                assert cmp["max_diff_over_max"] < 2.0 ** -18, (key, name, cmp)
+            else:
+                assert cmp["mismatches"] == 0, (key, name, cmp)
