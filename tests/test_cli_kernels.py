@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -108,3 +112,21 @@ def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
 def test_bench_refuses_a_negative_clock_window():
     result = CliRunner().invoke(main, ["kernels", "bench", "--clock-seconds", "-1"])
     assert result.exit_code == 2 and "--clock-seconds" in result.output
+
+
+def test_a_foreign_kernels_package_ahead_of_ours_is_refused_in_one_line_with_exit_code_2(tmp_path):
+    """Hugging Face's `kernels` (required by transformers >= 5.25) shadowing fsbench's kernels/ on the path: the
+    CLI says so and exits 2 instead of failing inside a run on a name the other package lacks."""
+    foreign = tmp_path / "site" / "kernels"
+    foreign.mkdir(parents=True)
+    (foreign / "__init__.py").write_text("")
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(foreign.parent), str(repo)])}
+    run = subprocess.run([sys.executable, "-m", "harness", "schedules"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert f"finds {foreign.resolve()}" in run.stderr and "transformers<5.25" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    ours = subprocess.run([sys.executable, "-m", "harness", "schedules"], cwd=repo, capture_output=True, text=True,
+                          timeout=300)
+    assert ours.returncode == 0 and "mxfp8" in ours.stdout
