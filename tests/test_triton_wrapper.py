@@ -335,9 +335,10 @@ def test_prepass_operands_dequantize_to_the_emulators_quantized_operands(tmp_pat
     BSHD views with a short last tile. Without the rotation the dequantized operands equal the emulator's
     exactly, except MXFP8's Q and K, whose E4M3 re-encoding under one scale per row (Q) or key tile (K) may lose
     the low bits of a block far below the group (module docstring of `kernels.triton_prepass`): at most half of
-    E4M3's smallest subnormal at the group's scale, under 2^-18 of the group's maximum. With the rotation the
-    prepass rotates in a 16-bit MMA where the emulator rotates in float32 (fp16 inputs: the interpreter's bf16
-    dot is unreliable): a rare element rounds to its neighbour, one step of the element format away."""
+    E4M3's smallest subnormal at the group's scale, under 2^-18 of the group's maximum (asserted against the
+    tensor's). With the rotation the prepass rotates in a 16-bit MMA where the emulator rotates in float32 (fp16
+    inputs: the interpreter's bf16 dot is unreliable): a rare element rounds to its neighbour, one step of the
+    element format away."""
     res = _run_in_interpreter(tmp_path, _PREPASS_VALUES_SCRIPT)
     assert len(res) == 12
     for key, ops in res.items():
