@@ -152,7 +152,7 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
 
     b, h, sq, d = q.shape
     sk = k.shape[2]
-    rows = tiling.PREPASS_ROWS
+    rows, tiles = tiling.PREPASS_ROWS, tiling.PREPASS_TILES
     nq, nk = -(-sq // rows), -(-sk // rows)
     elem = pre.ELEMENT[opts.fmt]
     emax, mbits, maxn, shift = pre.ELEMENT_PARAMS[elem]
@@ -171,7 +171,6 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     norm = d ** -0.5 if opts.hadamard else 1.0
     for name, x, scale, n, premul, per_row in (("q", q, "q_scale", nq, sm_scale * LOG2E * norm, True),
                                                  ("k", k, "k_scale", nk, norm, False)):
-        tiles = tiling.PREPASS_TILES
         pre.quantize_qk_kernel[(-(-n // tiles), b * h)](x, t[name], t[scale], _hadamard_pm1(d, dev, x.dtype),
                                                         *x.stride(), h, x.shape[2], n * rows, n, premul, TILES=tiles,
                                                         ROTATE=opts.hadamard, PER_ROW=per_row, num_stages=2, **consts)

@@ -1,7 +1,8 @@
 """Session 11 probe: the K (Q's kernel, one scale per tile) and V prepass kernels at num_warps 4, 8 (committed)
 and 16, timed alone with CUDA events (median of 15) at (1,40,75600,128) BSHD views, outputs compared bit for bit
 with num_warps 8. Ran at tree bf0c474, 14:36 UTC, from the repository root with `source scripts/device_env.sh`:
-`python3 results/h200/prepass_warps_session11.py OUT.json` -> prepass_warps_session11.json."""
+`python3 results/h200/prepass_warps_session11.py OUT.json` -> prepass_warps_session11.json. Run it at that
+commit: 62cb000 changed the Q/K kernel's arguments (TILES, a 16-bit Hadamard matrix)."""
 import json
 import statistics
 import sys
