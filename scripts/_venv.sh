@@ -10,5 +10,3 @@ if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
   "$VPY" -m pip install -q torch==2.14.1 torchvision==0.29.1
 fi
 "$VPY" -m pip install -q -e ".[eval,dev]"
-# transformers 5.25 brought Hugging Face's `kernels`, whose package shadows ours: drop it where an install left it
-if "$VPY" -m pip show -q kernels >/dev/null 2>&1; then "$VPY" -m pip uninstall -q -y kernels; fi

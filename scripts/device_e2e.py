@@ -22,15 +22,13 @@ from typing import Any
 import click
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import kernels  # noqa: E402
-from harness import dataset, loadgen_driver, pipeline, results, runner  # noqa: E402
-from harness.attention import SelfAttentionRouter  # noqa: E402
-from harness.profile import Clock  # noqa: E402
-from harness.presets import build_settings  # noqa: E402
-from harness.schedule import load as load_schedule  # noqa: E402
-from harness.tiny import TINY_PROMPTS  # noqa: E402
+from fsbench import kernels
+from fsbench.harness import dataset, loadgen_driver, pipeline, results, runner
+from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.presets import build_settings
+from fsbench.harness.profile import Clock
+from fsbench.harness.schedule import load as load_schedule
+from fsbench.harness.tiny import TINY_PROMPTS
 
 
 class TimedCore:

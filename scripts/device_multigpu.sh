@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On one 8-GPU H200 host (Python 3.12, torch, triton, transformers preinstalled; no network): issue 7's runs of
+# On one 8-GPU H200 host (Python 3.12, torch, triton, transformers preinstalled; no network): the multi-GPU runs of
 # a14b-synthetic at 720x1280x81 with FP8 GEMMs for bf16, mxfp8 and hybrid:
 #   singlestream  every query on all GPUs: --cfg-parallel 2 --ulysses GPUS/2 (NVIDIA's MLPerf layout)
 #   offline       one pipeline replica per GPU
@@ -7,7 +7,7 @@
 # Usage: scripts/device_multigpu.sh [singlestream|offline|baseline|all]   (default all; one phase per device call
 # keeps each under the 10-minute command limit at the default counts). Results: $OUT/<phase>-<schedule>/ run
 # folders (manifest.json holds the layout under results.<Scenario>.performance.parallel) and $OUT/commands.txt.
-# Carry the wheels as for scripts/device_e2e.sh (carry `.whl`).
+# Wheels in wheelhouse/ as for scripts/device_e2e.sh.
 #
 # Knobs (environment): GPUS (8), STEPS (20), SS_COUNT (SingleStream queries per schedule, 2; 64 gives a VALID
 # result), OFF_COUNT (Offline samples, = GPUS), SCHEDULES ("bf16 mxfp8 hybrid"), GEMM (fp8), OUT (results/h200x8).
@@ -37,8 +37,8 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,nohea
 nvidia-smi topo -m || true
 
 fsbench() {
-  echo "python3 -m harness run $*" | tee -a "$OUT/commands.txt"
-  python3 -m harness run "$@"
+  echo "python3 -m fsbench run $*" | tee -a "$OUT/commands.txt"
+  python3 -m fsbench run "$@"
 }
 
 common=(--model a14b-synthetic --preset mlperf --gemm "$GEMM" --time 0)

@@ -1,4 +1,4 @@
-"""Issue 6 on one H200: the parts of one 720p SingleStream video, measured in one command, and their sum.
+"""On one H200: the parts of one 720p SingleStream video, measured in one command, and their sum.
 
 A full 20-step 720x1280x81 video takes 8+ minutes in bf16 (40 expert forwards of ~12 s), so no 10-minute
 command holds one per configuration. `measure` times every part once the pipeline is warm:
@@ -40,13 +40,20 @@ from typing import Any
 import click
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from harness import dataset, fp8_linear, gpu_clock, loadgen_driver, pipeline, results, runner, speed  # noqa: E402
-from harness.attention import SelfAttentionRouter  # noqa: E402
-from harness.presets import build_settings  # noqa: E402
-from harness.profile import Clock, Profiler  # noqa: E402
-from harness.schedule import load as load_schedule  # noqa: E402
+from fsbench.harness import (
+    dataset,
+    fp8_linear,
+    gpu_clock,
+    loadgen_driver,
+    pipeline,
+    results,
+    runner,
+    speed,
+)
+from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.presets import build_settings
+from fsbench.harness.profile import Clock, Profiler
+from fsbench.harness.schedule import load as load_schedule
 
 SCHEDULES = ("bf16", "mxfp8", "mxfp6", "mxfp4", "hybrid")
 JSON_NAME = "device_speed.json"
@@ -306,7 +313,7 @@ def main() -> None:
 def measure(out: Path, model: str, height: int, width: int, frames: int, formats: str, gemms: str,
             compile_blocks: bool, parts: str, repeats: int, impl: str, budget_s: float) -> None:
     """Time every part of one video; OUT/device_speed.json after every measurement."""
-    from kernels import resolve_impl
+    from fsbench.kernels import resolve_impl
 
     wanted = set(parts.split(","))
     device = pipeline.default_device()
@@ -415,7 +422,7 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
     kernel bench and the core's time in the pipeline into the inputs' share and the context's. The first
     forward keeps q, k, v and the gate statistics, the second times every call with CUDA events.
     Writes OUT/attention_inputs.json."""
-    import kernels
+    from fsbench import kernels
 
     device = pipeline.default_device()
     settings = build_settings("mlperf", model, steps=20, height=height, width=width, num_frames=frames)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6 on one H200 (no network; wheels from the carried .whl/ folder as scripts/device_e2e.sh describes):
+# Latency parts on one H200 (no network; wheels from wheelhouse/ as scripts/device_e2e.sh describes):
 # the parts of one a14b-synthetic 720x1280x81 SingleStream video, per GEMM kind (bf16, fp8) and attention
 # format (bf16, mxfp8, mxfp6, mxfp4), written to $OUT/device_speed.json after every measurement, then the
 # Table 6 latency columns assembled from them ($OUT/speed.md, $OUT/speed.json). scripts/device_speed.py

@@ -3,15 +3,12 @@ and the fixed initial latent, into $FSBENCH_DATA or --out. Files are written ato
 from __future__ import annotations
 
 import hashlib
-import sys
 import urllib.request
 from pathlib import Path
 
 import click
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from harness.results import atomic_write  # noqa: E402
+from fsbench.harness.results import atomic_write
 
 BASE = "https://github.com/mlcommons/inference/raw/master/text_to_video/wan-2.2-t2v-a14b/data/"
 PROMPTS_SHA256 = "f45433f7d3f6ac055613bb36ea21f38120e3cb5873d91f7e621477761b7284e8"

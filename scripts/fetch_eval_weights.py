@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import urllib.request
 import zipfile
@@ -21,9 +20,7 @@ from pathlib import Path
 
 import click
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from eval import weights  # noqa: E402
+from fsbench.eval import weights
 
 
 def _download(url: str) -> Path:

@@ -2,15 +2,12 @@
 fsbench can use it offline: `fsbench run --model DIR` (or the repo id, if it went to the HF cache)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from harness.errors import FsbenchError  # noqa: E402
-from harness.pipeline import checkpoint_dir  # noqa: E402
+from fsbench.errors import FsbenchError
+from fsbench.harness.pipeline import checkpoint_dir
 
 REPO = "Wan-AI/Wan2.2-T2V-A14B-Diffusers"
 REVISION = "5be7df9619b54f4e2667b2755bc6a756675b5cd7"  # the commit the MLPerf reference pins

@@ -30,9 +30,9 @@ def one_thread():
 
 
 def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py imported as a module (the scripts folder is not a package)."""
+    """scripts/<name>.py (`name` may be `lab/<name>`) imported as a module (the scripts folder is not a package)."""
     path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(Path(name).name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

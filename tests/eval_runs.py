@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.video_io import write_video
+from fsbench.eval.video_io import write_video
 
 SETTINGS = {"height": 32, "width": 48, "num_frames": 9, "fps": 16, "steps": 2, "guidance_scale": 4.0,
             "guidance_scale_2": 3.0, "boundary_ratio": 0.875, "flow_shift": 12.0, "negative_prompt": "bad"}

@@ -2,16 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 
-from harness.cli import main
+from fsbench.harness.cli import main
 
 
 def test_proxy_table_prints_the_bf16_row_of_table_8():
@@ -90,7 +86,7 @@ def test_check_refuses_an_unknown_engine():
 
 
 def test_bench_markdown_adds_the_clock_columns_only_when_a_row_was_held():
-    from kernels.bench import format_markdown
+    from fsbench.kernels.bench import format_markdown
 
     row = {"row": "gluon-fused-mxfp8", "shape": [1, 40, 75600, 128], "median_ms": 130.0, "tflops": 900.0,
            "rel_err_pct": 5.7, "cosine": 0.998, "x_cudnn": 1.56, "x_conventional": 1.06}
@@ -105,28 +101,10 @@ def test_bench_markdown_adds_the_clock_columns_only_when_a_row_was_held():
 def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
     from conftest import load_script
 
-    result = CliRunner().invoke(load_script("row_kernels").main, ["--rows", "gluon-fused-mxfp8,cudnn-fp16"])
+    result = CliRunner().invoke(load_script("lab/row_kernels").main, ["--rows", "gluon-fused-mxfp8,cudnn-fp16"])
     assert result.exit_code == 2 and "cudnn-fp16" in result.output and "cudnn-fp8" in result.output
 
 
 def test_bench_refuses_a_negative_clock_window():
     result = CliRunner().invoke(main, ["kernels", "bench", "--clock-seconds", "-1"])
     assert result.exit_code == 2 and "--clock-seconds" in result.output
-
-
-def test_a_foreign_kernels_package_ahead_of_ours_is_refused_in_one_line_with_exit_code_2(tmp_path):
-    """Hugging Face's `kernels` (required by transformers >= 5.25) shadowing fsbench's kernels/ on the path: the
-    CLI says so and exits 2 instead of failing inside a run on a name the other package lacks."""
-    foreign = tmp_path / "site" / "kernels"
-    foreign.mkdir(parents=True)
-    (foreign / "__init__.py").write_text("")
-    repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(foreign.parent), str(repo)])}
-    run = subprocess.run([sys.executable, "-m", "harness", "schedules"], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 2, run.stderr
-    assert f"finds {foreign.resolve()}" in run.stderr and "transformers<5.25" in run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1
-    ours = subprocess.run([sys.executable, "-m", "harness", "schedules"], cwd=repo, capture_output=True, text=True,
-                          timeout=300)
-    assert ours.returncode == 0 and "mxfp8" in ours.stdout

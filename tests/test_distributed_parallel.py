@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from harness import distributed, loadgen_driver, runner
-from harness.attention import SelfAttentionRouter
+from fsbench.harness import distributed, loadgen_driver, runner
+from fsbench.harness.attention import SelfAttentionRouter
 
 SMALL = {"height": 64, "width": 64, "num_frames": 9, "steps": 2}
 SCHEDULES = ("bf16", "mxfp4", "mxfp8")

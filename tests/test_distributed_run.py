@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
-from harness.results import load_manifest
-from harness.tiny import TINY_PROMPTS
+from fsbench.harness.cli import main
+from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "64", "--width", "64", "--frames", "9", "--steps", "2", "--device", "cpu"]
 ACCURACY_LOG = "cpu-tiny/wan-2.2-t2v-a14b/{}/accuracy/mlperf_log_accuracy.json"

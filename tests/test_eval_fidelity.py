@@ -12,10 +12,10 @@ import pytest
 import torch
 from eval_runs import SETTINGS, constant_video, make_run
 
-from eval import fidelity
-from eval.runs import Run
-from eval.video_io import read_frames, write_video
-from harness.errors import FsbenchError
+from fsbench.errors import FsbenchError
+from fsbench.eval import fidelity
+from fsbench.eval.runs import Run
+from fsbench.eval.video_io import read_frames, write_video
 
 C1 = (0.01 * 255) ** 2
 

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 from eval_runs import constant_video, make_run
 
-from eval import vbench_adapter
-from eval.runs import Run
-from harness.cli import main
-from harness.errors import FsbenchError
+from fsbench.errors import FsbenchError
+from fsbench.eval import vbench_adapter
+from fsbench.eval.runs import Run
+from fsbench.harness.cli import main
 
 CHECKER_REGEX = r".*'vbench_score':\s([\d.]+).*"  # MLPerf submission checker, matched one line at a time
 VBENCH_PYTHON = Path(os.environ.get("FSBENCH_VBENCH_PYTHON")
@@ -146,7 +146,7 @@ def _stage_empty(files) -> None:
 
 def test_fetch_script_finds_every_weight_in_place_without_network(tmp_path, empty_caches):
     """The fetch script's presence logic agrees with eval/weights.py (all files staged empty: nothing to fetch)."""
-    from eval import weights
+    from fsbench.eval import weights
 
     _stage_empty(weights.lpips_weights() + [w for ws in weights.vbench_weights().values() for w in ws])
     script = Path(__file__).resolve().parents[1] / "scripts" / "fetch_eval_weights.py"
@@ -230,7 +230,7 @@ def test_rerun_reads_finished_dimensions_back_without_vbench(vbench_standin_eval
 def test_complete_mlperf_run_gets_accuracy_txt_with_the_mean_of_six(tmp_path, shared_data, empty_caches,
                                                                     monkeypatch):
     """All 248 prompts and all weights present: the six dimension scores (from a fake runner) become accuracy.txt."""
-    from eval import weights
+    from fsbench.eval import weights
 
     monkeypatch.setenv("FSBENCH_DATA", str(shared_data))
     _stage_empty([w for ws in weights.vbench_weights().values() for w in ws])

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from harness import gpu_clock
+from fsbench.harness import gpu_clock
 
 
 def test_a_sample_line_gives_clock_power_and_the_active_reasons():

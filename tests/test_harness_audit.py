@@ -7,10 +7,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from harness.cli import main
-from harness.results import load_manifest
-from harness import submission
-from harness.tiny import TINY_PROMPTS
+from fsbench.harness import submission
+from fsbench.harness.cli import main
+from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]
 

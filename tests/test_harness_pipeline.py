@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from harness import dataset, pipeline, runner
-from harness.attention import Capture, SelfAttentionRouter
-from harness.errors import FsbenchError
-from harness.presets import build_settings
-from harness.schedule import load as load_schedule
+from fsbench.errors import FsbenchError
+from fsbench.harness import dataset, pipeline, runner
+from fsbench.harness.attention import Capture, SelfAttentionRouter
+from fsbench.harness.presets import build_settings
+from fsbench.harness.schedule import load as load_schedule
 
 SMALL = dict(height=32, width=32, num_frames=5, steps=4)
 

@@ -8,9 +8,9 @@ import imageio.v3 as iio
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
-from harness.results import load_manifest
-from harness.tiny import TINY_PROMPTS
+from fsbench.harness.cli import main
+from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]
 LAYOUT = "cpu-tiny/wan-2.2-t2v-a14b"
@@ -60,7 +60,7 @@ def test_single_stream_and_offline_performance_runs_are_valid(finished_run):
 def test_manifest_records_settings_schedule_prompts_and_latent(finished_run):
     import torch
 
-    from harness.dataset import latent_sha256
+    from fsbench.harness.dataset import latent_sha256
 
     run, _ = finished_run
     manifest = load_manifest(run)
@@ -88,7 +88,6 @@ def test_accuracy_run_writes_one_16fps_video_per_prompt_and_the_accuracy_log(fin
 
 
 def test_capture_shows_the_hybrid_schedule_switching_formats_per_step(tmp_path, one_thread):
-    pytest.importorskip("kernels.emulator", reason="the MX emulator has not landed yet")
     run = tmp_path / "hybrid"
     result = fsbench("run", "--schedule", "hybrid", "--mode", "accuracy", "--scenario", "Offline", "--num-prompts",
                      1, "--capture", "--capture-qkv", 1, "--out", run, *SMALL[:-1], 4)
@@ -136,7 +135,7 @@ def test_bad_input_is_one_clear_line_and_exit_2_and_finished_results_survive(fin
 
 
 def test_a_failure_mid_run_keeps_finished_videos_and_leaves_no_temp_files(tmp_path, monkeypatch, one_thread):
-    from harness import runner
+    from fsbench.harness import runner
 
     run = tmp_path / "crash"
     made = []
@@ -162,7 +161,7 @@ def test_git_commit_names_the_checkout_or_the_commit_a_remote_copy_is_given(monk
     import re
     import shutil
 
-    from harness import results
+    from fsbench.harness import results
 
     monkeypatch.delenv("FSBENCH_COMMIT", raising=False)
     here = results.git_commit()
@@ -176,7 +175,7 @@ def test_provenance_names_the_command_as_typed_the_commit_device_and_date(monkey
     import datetime as dt
     import sys
 
-    from harness import results
+    from fsbench.harness import results
 
     monkeypatch.setenv("FSBENCH_COMMIT", "93be201")
     monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "kernels", "bench", "--rows", "a b"])

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import FsbenchError
-from harness.schedule import builtin_names, load, parse_spec
+from fsbench.errors import FsbenchError
+from fsbench.harness.schedule import builtin_names, load, parse_spec
 
 
 def test_builtins_are_the_five_documented_schedules():

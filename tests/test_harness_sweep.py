@@ -9,10 +9,10 @@ from pathlib import Path
 import imageio.v3 as iio
 from click.testing import CliRunner
 
-from harness import runner
-from harness.cli import main
-from harness.results import load_manifest
-from harness.tiny import TINY_PROMPTS
+from fsbench.harness import runner
+from fsbench.harness.cli import main
+from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]
 

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-import kernels
-from kernels.ablation import CONVENTIONAL, cosine, relative_error_pct
-from kernels.emulator import LOG2E, emulate
-from kernels.schraudolph import PROXIES, proxy_table, stage_a
+from fsbench import kernels
+from fsbench.kernels.ablation import CONVENTIONAL, cosine, relative_error_pct
+from fsbench.kernels.emulator import LOG2E, emulate
+from fsbench.kernels.schraudolph import PROXIES, proxy_table, stage_a
 
 D = 128
 QUANTIZED = ["mxfp8", "mxfp6", "mxfp4"]

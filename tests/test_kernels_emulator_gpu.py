@@ -6,8 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.ablation import CONVENTIONAL, relative_error_pct
-from kernels.emulator import _tile_probabilities, emulate, fused_tile_probabilities
+from fsbench.kernels.ablation import CONVENTIONAL, relative_error_pct
+from fsbench.kernels.emulator import (
+    _tile_probabilities,
+    emulate,
+    fused_tile_probabilities,
+)
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():

@@ -4,9 +4,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.formats import (E2M1, E2M3, E4M3, quantize_elements, quantize_mx, quantize_p_fp8,
-                             quantize_per_tensor_fp8, representable_values)
-from kernels.hadamard import hadamard_matrix, rotate
+from fsbench.kernels.formats import (
+    E2M1,
+    E2M3,
+    E4M3,
+    quantize_elements,
+    quantize_mx,
+    quantize_p_fp8,
+    quantize_per_tensor_fp8,
+    representable_values,
+)
+from fsbench.kernels.hadamard import hadamard_matrix, rotate
 
 FORMATS = [E2M1, E2M3, E4M3]
 

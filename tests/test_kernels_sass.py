@@ -10,7 +10,7 @@ from conftest import load_script
 
 @pytest.fixture(scope="module")
 def sass_tool():
-    return load_script("sass_qgmma")
+    return load_script("lab/sass_qgmma")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""scripts/device_speed.py (issue 6's H200 job) on the CPU with the tiny model, so its code path is known to
+"""scripts/device_speed.py (the H200 latency job) on the CPU with the tiny model, so its code path is known to
 work before device time is spent, and its assembly of the parts into a total pinned by hand."""
 from __future__ import annotations
 

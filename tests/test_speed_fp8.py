@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from eval.fidelity import psnr, ssim
-from harness import fp8_linear, runner
-from harness.fp8_linear import Fp8Linear
+from fsbench.eval.fidelity import psnr, ssim
+from fsbench.harness import fp8_linear, runner
+from fsbench.harness.fp8_linear import Fp8Linear
 
 
 def _e4m3_grid() -> torch.Tensor:

@@ -8,12 +8,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from harness import runner, speed
-from harness.attention import SelfAttentionRouter
-from harness.cli import main
-from harness.errors import FsbenchError
-from harness.profile import Profiler, format_table
-from harness.results import load_manifest
+from fsbench.errors import FsbenchError
+from fsbench.harness import runner, speed
+from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.cli import main
+from fsbench.harness.profile import Profiler, format_table
+from fsbench.rundir import load_manifest
 
 SMALL = dict(height=32, width=32, num_frames=5, steps=2)
 

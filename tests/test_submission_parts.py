@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from harness import accuracy_log, system_desc
-from harness.errors import FsbenchError
-from harness.submission_rules import SYSTEM_KEYS, SYSTEM_TRUTHY
+from fsbench.errors import FsbenchError
+from fsbench.harness import accuracy_log, system_desc
+from fsbench.harness.submission_rules import SYSTEM_KEYS, SYSTEM_TRUTHY
 
 
 def accuracy_json(entries: int) -> bytes:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import loadgen_driver, test04
-from harness.submission_rules import read_mllog
+from fsbench.harness import loadgen_driver, test04
+from fsbench.harness.submission_rules import read_mllog
 
 TOTAL = 248
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
-import kernels
-from kernels import tiling
-from kernels.triton_attention import D_BIAS, check_tensors, parse_options
+from fsbench import kernels
+from fsbench.kernels import tiling
+from fsbench.kernels.triton_attention import D_BIAS, check_tensors, parse_options
 
 
 def test_defaults_select_the_fused_pipeline_with_the_gate_at_32_doublings():
@@ -85,7 +85,7 @@ def test_attention_dispatches_impl_triton_and_gluon_to_the_wrapper(impl):
                                                           ("mxfp4", 128, False, "emulate"), ("bf16", 128, True, "sdpa")])
 def test_auto_picks_gluon_on_hopper_at_head_dim_128_else_triton_or_emulator(fmt, head_dim, hopper, expected,
                                                                               monkeypatch):
-    from kernels import api
+    from fsbench.kernels import api
 
     monkeypatch.setattr(api, "_triton_supported", lambda device: hopper)
     assert api.resolve_impl(fmt, "auto", torch.device("cpu"), head_dim) == expected
@@ -93,7 +93,7 @@ def test_auto_picks_gluon_on_hopper_at_head_dim_128_else_triton_or_emulator(fmt,
 
 
 def test_unknown_engines_and_gluon_head_dim_64_are_refused():
-    from kernels.triton_attention import triton_attention
+    from fsbench.kernels.triton_attention import triton_attention
 
     with pytest.raises(ValueError, match="engine"):
         triton_attention(*_bhsd(), "mxfp8", engine="cuda")
@@ -102,7 +102,7 @@ def test_unknown_engines_and_gluon_head_dim_64_are_refused():
 
 
 def test_bench_ratios_compare_each_engine_with_its_own_conventional_kernel():
-    from kernels.bench import add_ratios
+    from fsbench.kernels.bench import add_ratios
 
     measured = {"sdpa-cudnn-bf16": 500.0, "triton-conventional-fp8": 750.0, "triton-fused-mxfp8": 825.0,
                 "gluon-conventional-fp8": 600.0, "gluon-fused-mxfp6": 660.0}
@@ -128,7 +128,7 @@ def test_tiling_keeps_128_key_tiles_whole_warpgroups_and_prunes_by_shared_memory
 
 
 def test_importing_the_wrapper_imports_no_triton():
-    code = "import sys, kernels.triton_attention, kernels.tiling; assert 'triton' not in sys.modules"
+    code = "import sys, fsbench.kernels.triton_attention, fsbench.kernels.tiling; assert 'triton' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -138,11 +138,10 @@ def _run_in_interpreter(tmp_path, script: str, *args: str) -> dict:
     pytest.importorskip("triton")
     import json
     import os
-    from pathlib import Path
 
     path = tmp_path / "interpreted.py"
     path.write_text(script)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
     run = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, env=env, timeout=600)
     if run.returncode:
         pytest.skip(f"the Triton interpreter could not run the kernels here: {run.stderr[-400:]}")
@@ -175,7 +174,7 @@ interpreter._convert_float = _convert_rne
 
 _INTERPRETER_SCRIPT = _RNE_FP8 + '''
 import json, sys
-import kernels.triton_fused as tf
+import fsbench.kernels.triton_fused as tf
 
 
 @triton.jit
@@ -205,8 +204,8 @@ class FirstConfig:
 
 
 tf.attention_kernel = FirstConfig()
-from kernels import check, triton_attention as ta
-from kernels.emulator import emulate
+from fsbench.kernels import check, triton_attention as ta
+from fsbench.kernels.emulator import emulate
 
 out = {"block_m": config.kwargs["BM"]}
 conventional = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
@@ -239,7 +238,7 @@ def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path, config, 
 _PREPASS_ORDER_SCRIPT = '''
 import json
 import torch
-from kernels import triton_attention as ta
+from fsbench.kernels import triton_attention as ta
 
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 1, 300, 128).half() for _ in range(3))
@@ -285,8 +284,8 @@ def test_gluon_key_order_gives_each_quad_thread_one_mx_block_and_v_follows_its_k
 
 _PREPASS_VALUES_SCRIPT = _RNE_FP8 + '''
 import json
-from kernels import triton_attention as ta
-from kernels.emulator import EmulatorOptions, quantize_operands
+from fsbench.kernels import triton_attention as ta
+from fsbench.kernels.emulator import EmulatorOptions, quantize_operands
 
 
 def stored_row(r: int, order: str, tensor: str) -> int:

@@ -1,0 +1,26 @@
+"""fsbench: an MLPerf-style benchmark harness for text-to-video diffusion with quantized Fused-Softmax attention.
+
+Importing the package does no work (no torch, no CUDA); the public entry points load their modules on first use:
+`fsbench.kernels.attention` (the attention kernels) and `fsbench.attention` (the same function).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.2.0"
+
+_LAZY = {"attention": ("fsbench.kernels", "attention"),
+         "attention_with_stats": ("fsbench.kernels", "attention_with_stats")}
+
+
+def __getattr__(name: str) -> Any:
+    """Public entry points, imported on first access (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'fsbench' has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    return getattr(importlib.import_module(module), attr)
+
+
+__all__ = ["__version__", *_LAZY]

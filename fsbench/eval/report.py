@@ -1,0 +1,334 @@
+"""`fsbench compare`: one table per set of runs like the paper's Tables 6 and 7, a speedup plot and a frame grid.
+
+Each run contributes what its manifest and RUN/eval/summary.json hold. A value a run lacks stays an empty cell
+with a numbered footnote saying why, so a reader never mistakes a gap for a zero.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from fsbench.errors import FsbenchError
+from fsbench.eval import store
+from fsbench.eval.runs import Run
+from fsbench.eval.vbench_adapter import DIMENSIONS, PASS_MARK
+from fsbench.eval.video_io import read_frame
+
+DIMENSION_HEADERS = {
+    "subject_consistency": "Subject consistency",
+    "background_consistency": "Background consistency",
+    "motion_smoothness": "Motion smoothness",
+    "dynamic_degree": "Dynamic degree",
+    "appearance_style": "Appearance style",
+    "scene": "Scene",
+}
+# (key, header, format) in table order; VBench on the 0-100 scale as in the paper.
+COLUMNS = [(d, DIMENSION_HEADERS[d] + " ↑", "{:.2f}") for d in DIMENSIONS] + [
+    ("vbench", "VBench overall ↑", "{:.2f}"),
+    ("psnr", "PSNR (dB) ↑", "{:.2f}"),
+    ("ssim", "SSIM ↑", "{:.3f}"),
+    ("lpips", "LPIPS ↓", "{:.3f}"),
+    ("latency_s", "SingleStream p90 latency (s) ↓", "{:.3f}"),
+    ("speedup", "Speedup vs BF16 ↑", "{:.2f}×"),
+    ("offline_sps", "Offline (samples/s) ↑", "{:.4g}"),
+]
+FIDELITY = ("psnr", "ssim", "lpips")
+PAPER_PROMPTS = ("a cat grooming itself meticulously with its tongue", "a motorcycle cruising along a coastal highway")
+FORMAT_LABELS = {"bf16": "BF16", "mxfp8": "MXFP8", "mxfp6": "MXFP6", "mxfp4": "MXFP4"}
+
+
+@dataclass
+class Row:
+    label: str
+    run: Run
+    values: dict = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)  # column key -> footnote text
+    reference: bool = False
+
+
+def labels(runs: list[Run]) -> list[str]:
+    """Schedule names as the paper writes them; the folder name is added where two runs share a schedule."""
+    names = [FORMAT_LABELS.get(r.schedule, r.schedule) for r in runs]
+    return [f"{n} ({r.path.name})" if names.count(n) > 1 else n for n, r in zip(names, runs)]
+
+
+def build_rows(runs: list[Run]) -> list[Row]:
+    summaries = [store.read_json(r.eval_dir / "summary.json", {}) for r in runs]
+    references = {str(Path(s["fidelity"]["reference"])) for s in summaries if s.get("fidelity", {}).get("reference")}
+    rows = [Row(label, run) for label, run in zip(labels(runs), runs)]
+    for row, summary in zip(rows, summaries):
+        row.reference = str(row.run.path) in references or (row.run.schedule == "bf16" and "fidelity" not in summary)
+        _vbench_cells(row, summary.get("vbench"))
+        _fidelity_cells(row, summary.get("fidelity"))
+        _performance_cells(row)
+    _speedups(rows)
+    return rows
+
+
+def _vbench_cells(row: Row, vbench: dict | None) -> None:
+    if not vbench:
+        for key in (*DIMENSIONS, "vbench"):
+            row.notes[key] = "VBench not run: `fsbench eval RUN --metrics vbench`"
+        return
+    for dim in DIMENSIONS:
+        entry = (vbench.get("dimensions") or {}).get(dim) or {}
+        score = store.number(entry.get("score"))
+        row.values[dim] = None if score is None else 100 * score
+        if score is None:
+            reason = entry.get("not_computed") or ""
+            row.notes[dim] = ("VBench dimension not computed: weights missing (`fsbench eval` lists the files, "
+                              "scripts/fetch_eval_weights.py fetches them)" if "weights missing" in reason
+                              else reason or "VBench dimension not computed")
+    overall = store.number(vbench.get("overall"))
+    row.values["vbench"] = overall
+    if overall is None:
+        row.notes["vbench"] = "overall needs all six dimensions"
+    elif vbench.get("prompts_scored", 0) < vbench.get("prompts_expected", 0):
+        row.notes["vbench"] = (f"over {vbench['prompts_scored']} of the {vbench['prompts_expected']} VBench prompts "
+                               "(the benchmark score needs all)")
+
+
+def _fidelity_cells(row: Row, fidelity: dict | None) -> None:
+    if row.reference:
+        for key in FIDELITY:
+            row.values[key] = "reference"
+        return
+    if not fidelity:
+        for key in FIDELITY:
+            row.notes[key] = "not evaluated against BF16: `fsbench eval RUN --reference BF16_RUN`"
+        return
+    metrics = fidelity.get("metrics") or {}
+    for key in FIDELITY:
+        mean = store.number((metrics.get(key) or {}).get("mean"))
+        row.values[key] = mean
+        if key in (fidelity.get("not_computed") or {}):
+            row.notes[key] = (f"{key.upper()} not computed: weights missing (`fsbench eval` lists the files, "
+                              "scripts/fetch_eval_weights.py fetches them)")
+        elif mean is None:
+            row.notes[key] = f"{key.upper()} not computed for this run"
+        elif fidelity.get("prompts_compared", 0) < fidelity.get("prompts_expected", 0):
+            row.notes[key] = (f"mean over {fidelity['prompts_compared']} of {fidelity['prompts_expected']} prompts; "
+                              "the others are listed in RUN/eval/summary.json")
+
+
+def _performance_cells(row: Row) -> None:
+    single = row.run.performance("SingleStream")
+    offline = row.run.performance("Offline")
+    row.values["latency_s"] = single.latency_p90_s
+    row.values["offline_sps"] = offline.samples_per_second
+    if single.latency_p90_s is None:
+        row.notes["latency_s"] = "no SingleStream performance result in the run"
+    elif single.valid is False:
+        row.notes["latency_s"] = "LoadGen marked the SingleStream run INVALID"
+    if offline.samples_per_second is None:
+        row.notes["offline_sps"] = "no Offline performance result in the run"
+    elif offline.valid is False:
+        row.notes["offline_sps"] = "LoadGen marked the Offline run INVALID"
+
+
+def _speedups(rows: list[Row]) -> None:
+    base = next((r for r in rows if r.reference and r.values.get("latency_s")), None)
+    base = base or next((r for r in rows if r.run.schedule == "bf16" and r.values.get("latency_s")), None)
+    for row in rows:
+        latency = row.values.get("latency_s")
+        if base is None:
+            row.values["speedup"] = None
+            row.notes["speedup"] = "no BF16 run with a SingleStream latency in this comparison"
+        elif latency is None:
+            row.values["speedup"] = None
+            row.notes.setdefault("speedup", "no SingleStream latency")
+        else:
+            row.values["speedup"] = base.values["latency_s"] / latency
+
+
+def _cell(value, fmt: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if math.isinf(value):
+        return "inf"
+    return fmt.format(value)
+
+
+def _footnotes(rows: list[Row]) -> tuple[dict[str, int], dict[tuple[int, str], int]]:
+    """Number each distinct note once; map every (row, column) with a note to its number."""
+    numbers, marks = {}, {}
+    for i, row in enumerate(rows):
+        for key, _, _ in COLUMNS:
+            note = row.notes.get(key)
+            if note:
+                numbers.setdefault(note, len(numbers) + 1)
+                marks[(i, key)] = numbers[note]
+    return numbers, marks
+
+
+def markdown(rows: list[Row], caption: str) -> str:
+    numbers, marks = _footnotes(rows)
+    header = ["Schedule"] + [h for _, h, _ in COLUMNS]
+    lines = [caption, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for i, row in enumerate(rows):
+        cells = [row.label]
+        for key, _, fmt in COLUMNS:
+            text = _cell(row.values.get(key), fmt)
+            if (i, key) in marks:
+                text = f"{text} [{marks[(i, key)]}]".strip()
+            cells.append(text)
+        lines.append("| " + " | ".join(cells) + " |")
+    if numbers:
+        lines.append("")
+        lines += [f"[{n}] {note}" for note, n in numbers.items()]
+    return "\n".join(lines) + "\n"
+
+
+def caption(rows: list[Row]) -> str:
+    base = next((r.label for r in rows if r.reference), "BF16")
+    return (f"VBench per dimension and overall on the 0-100 scale (overall = mean of the six; MLPerf pass mark "
+            f"{PASS_MARK}). PSNR, SSIM and LPIPS compare every 4th frame with the same frame of the {base} video of "
+            "the same prompt, mean over prompts. Latency: LoadGen SingleStream 90th percentile; speedup = "
+            f"{base} latency / latency. Empty cells: see the numbered notes below the table.")
+
+
+def write_tables(rows: list[Row], out: Path) -> dict[str, Path]:
+    numbers, marks = _footnotes(rows)
+    keys = [k for k, _, _ in COLUMNS]
+    csv_rows = [{"schedule": r.label, "run": str(r.run.path), "role": "reference" if r.reference else "",
+                 **{k: (None if isinstance(r.values.get(k), str) else r.values.get(k)) for k in keys}} for r in rows]
+    paths = {"md": out / "compare.md", "csv": out / "compare.csv", "json": out / "compare.json"}
+    store.write_text(paths["md"], markdown(rows, caption(rows)))
+    store.write_csv(paths["csv"], csv_rows, ["schedule", "run", "role", *keys])
+    store.write_json(paths["json"], {
+        "caption": caption(rows),
+        "columns": {k: h for k, h, _ in COLUMNS},
+        "rows": [{**c, "notes": {k: marks[(i, k)] for k in keys if (i, k) in marks}} for i, c in enumerate(csv_rows)],
+        "footnotes": {str(n): note for note, n in numbers.items()},
+    })
+    return paths
+
+
+def plot_speedup(rows: list[Row], path: Path) -> Path:
+    """Speedup over BF16 against LPIPS and against VBench, every point labelled where it lies (no legend)."""
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    axes = fig.subplots(1, 2)
+    panels = [("lpips", "LPIPS vs BF16 (lower is closer to BF16)"), ("vbench", "VBench overall (higher is better)")]
+    reference_labels = {r.label for r in rows if r.reference}
+    for ax, (key, xlabel) in zip(axes, panels):
+        points, left_out = [], []
+        for row in rows:
+            x = 0.0 if key == "lpips" and row.reference else row.values.get(key)
+            y = row.values.get("speedup")
+            if isinstance(x, (int, float)) and y is not None:
+                points.append((x, y, row.label))
+            else:
+                left_out.append(row.label)
+        for x, y, label in points:
+            ax.scatter(x, y, s=60, color="tab:red" if label in reference_labels else "tab:blue", zorder=3)
+            ax.annotate(label, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=11)
+        if key == "vbench" and points:
+            ax.axvline(PASS_MARK, color="grey", ls="--", lw=1)
+            ax.annotate(f"MLPerf pass mark {PASS_MARK}", (PASS_MARK, 0.5), xycoords=("data", "axes fraction"),
+                        rotation=90, fontsize=9, color="grey", xytext=(4, 0), textcoords="offset points",
+                        va="center")
+        measured = [p for p in points if not (key == "lpips" and p[2] in reference_labels)]
+        if measured:
+            marks = [PASS_MARK] if key == "vbench" else [0.0]
+            _pad(ax, [p[0] for p in points] + marks, [p[1] for p in points] + [1.0])
+        else:
+            ax.cla()
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, f"nothing to plot: no run has both\n{xlabel.split(' (')[0]} and a speedup",
+                    ha="center", va="center", transform=ax.transAxes, fontsize=11)
+        if left_out:
+            ax.text(0.01, 0.01, "not plotted (value missing): " + ", ".join(left_out), transform=ax.transAxes,
+                    fontsize=8, color="dimgray", va="bottom")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("speedup over BF16 (SingleStream p90 latency)")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Speed against quality, per attention schedule")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _save(fig, path)
+    return path
+
+
+def _pad(ax, xs: list[float], ys: list[float]) -> None:
+    for values, setter in ((xs, ax.set_xlim), (ys, ax.set_ylim)):
+        lo, hi = min(values), max(values)
+        span = (hi - lo) or max(abs(hi), 1.0) * 0.1
+        setter(lo - 0.15 * span, hi + 0.3 * span)
+
+
+def default_frame(runs: list[Run]) -> int:
+    """Frame 40 as in the paper's Figure 4, or the middle frame of shorter videos."""
+    frames = [r.settings.get("num_frames") for r in runs if isinstance(r.settings.get("num_frames"), int)]
+    shortest = min(frames) if frames else 81
+    return 40 if shortest > 40 else shortest // 2
+
+
+def default_prompts(runs: list[Run]) -> list[str]:
+    """The paper's two prompts when every run has them, else the first two prompts every run has."""
+    common = set(runs[0].videos_present()).intersection(*(r.videos_present() for r in runs[1:]))
+    if all(p in common for p in PAPER_PROMPTS):
+        return list(PAPER_PROMPTS)
+    return [p for p in runs[0].prompts() if p in common][:2]
+
+
+def frame_grid(runs: list[Run], prompts: list[str], frame: int, path: Path) -> Path:
+    """Frame `frame` of each prompt (rows) through each run (columns), as in the paper's Figure 4."""
+    if not prompts:
+        raise FsbenchError("no prompt has a video in every run: pass --prompts with a prompt all runs generated")
+    images = {}
+    for run in runs:
+        for prompt in prompts:
+            video = run.video(prompt)
+            try:
+                images[(run.path, prompt)] = read_frame(video, frame) if video.is_file() else None
+            except IndexError as exc:
+                raise FsbenchError(f"{exc}: pass a smaller --frame") from exc
+    shapes = [im.shape for im in images.values() if im is not None]
+    aspect = shapes[0][0] / shapes[0][1] if shapes else 9 / 16
+    cell_w = 3.0
+    fig = Figure(figsize=(cell_w * len(runs) + 2.2, cell_w * aspect * len(prompts) + 0.9))
+    axes = fig.subplots(len(prompts), len(runs), squeeze=False)
+    for j, (label, run) in enumerate(zip(labels(runs), runs)):
+        axes[0][j].set_title(label, fontsize=12)
+        for i, prompt in enumerate(prompts):
+            ax = axes[i][j]
+            image = images[(run.path, prompt)]
+            if image is None:
+                ax.imshow(np.full((*shapes[0][:2], 3), 230, np.uint8) if shapes else np.full((9, 16, 3), 230, np.uint8))
+                ax.text(0.5, 0.5, "no video", ha="center", va="center", transform=ax.transAxes, color="dimgray")
+            else:
+                ax.imshow(image, interpolation="lanczos")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if j == 0:
+                ax.set_ylabel(textwrap.fill(prompt, 22), rotation=0, ha="right", va="center", fontsize=9, labelpad=8)
+    fig.suptitle(f"Frame {frame} of each prompt, by attention schedule", fontsize=12)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _save(fig, path)
+    return path
+
+
+def _save(fig, path: Path) -> None:
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    tmp.replace(path)
+
+
+def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts: list[str] | None = None) -> dict:
+    """Write compare.{md,csv,json}, speedup.png and frames.png under `out`; return their paths."""
+    runs = [Run.open(p) for p in run_paths]
+    rows = build_rows(runs)
+    paths = write_tables(rows, out)
+    paths["speedup"] = plot_speedup(rows, out / "speedup.png")
+    chosen_frame = default_frame(runs) if frame is None else frame
+    paths["frames"] = frame_grid(runs, list(prompts) if prompts else default_prompts(runs), chosen_frame,
+                                 out / "frames.png")
+    return paths

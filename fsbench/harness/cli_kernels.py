@@ -1,0 +1,180 @@
+"""`fsbench kernels ...`: proxy table, ablation, benchmark and kernel check."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from fsbench.harness.results import atomic_write_text, provenance
+
+
+@click.group()
+def kernels() -> None:
+    """Attention kernels: proxy-table, ablation, bench, check."""
+
+
+def _shape(text: str) -> tuple[int, int, int, int]:
+    try:
+        shape = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 4:
+        raise click.BadParameter(f"expected B,H,S,D (four integers), got {text!r}")
+    return shape  # type: ignore[return-value]
+
+
+@kernels.command("proxy-table")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+def proxy_table(as_json: bool) -> None:
+    """Paper Table 8: what each Schraudolph proxy width costs, computed."""
+    from fsbench.kernels.schraudolph import proxy_table as compute
+
+    rows = compute()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+
+    def cell(value, fmt):
+        return "-" if value is None else format(value, fmt)
+
+    click.echo(f"{'proxy':<12}{'M':>4}{'E':>4}{'reach':>8}{'min %':>10}{'max %':>9}{'RMS %':>9}{'added %':>10}")
+    for r in rows:
+        reach = "-" if r["reach_log2"] is None else f"2^{r['reach_log2']}"
+        click.echo(f"{r['proxy']:<12}{cell(r['M'], 'd'):>4}{cell(r['E'], 'd'):>4}{reach:>8}{r['min_pct']:>10.3f}"
+                   f"{r['max_pct']:>9.3f}{r['rms_pct']:>9.3f}{cell(r['added_pct'], '.3f'):>10}")
+
+
+@kernels.command()
+@click.option("--shape", default="1,1,1024,128", show_default=True, help="B,H,S,D of the normal inputs.")
+@click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Inputs to average over.")
+@click.option("--first-seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Seed of the first input (to add seeds to an earlier run with ablation-merge).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, help="Columns to run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON to this file (after every seed).")
+def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str, as_json: bool,
+             out: str | None) -> None:
+    """Paper Table 4: error of each Fused-Softmax component, on the emulator."""
+    import torch
+    from tqdm import tqdm
+
+    from fsbench.kernels.ablation import FORMATS, ROWS, format_ablation, run_ablation
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available here")
+    dims = _shape(shape)
+    columns = tuple(f.strip() for f in formats.split(","))
+    unknown = sorted(set(columns) - set(FORMATS))
+    if unknown or not columns:
+        raise ValueError(f"--formats: unknown format(s) {unknown}; expected some of {', '.join(FORMATS)}")
+
+    def save(partial: dict) -> None:
+        if out:
+            atomic_write_text(Path(out), json.dumps(partial, indent=2) + "\n")
+
+    with tqdm(total=seeds * len(columns) * len(ROWS), desc="ablation", unit="run", disable=None) as bar:
+        result = run_ablation(dims, seeds, device, columns, progress=lambda _: bar.update(), on_seed=save,
+                              first_seed=first_seed)
+    text = json.dumps(result, indent=2)
+    click.echo(text if as_json else format_ablation(result))
+
+
+@kernels.command("ablation-merge")
+@click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The merged JSON.")
+def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
+    """Average ablation JSONs of consecutive seed ranges (same shape and formats) into one."""
+    from fsbench.kernels.ablation import format_ablation, merge_ablations
+
+    results = []
+    for part in parts:
+        try:
+            results.append(json.loads(part.read_text()))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{part}: not an ablation JSON ({e})") from e
+    merged = merge_ablations(results)
+    atomic_write_text(out, json.dumps(merged, indent=2) + "\n")
+    click.echo(format_ablation(merged))
+
+
+def _need_hopper() -> str:
+    """The kernel commands time and check sm_90 kernels: say so in one line where there is no such GPU;
+    returns the GPU's name for the provenance of what they write."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        raise click.UsageError("this command runs the Hopper kernels and needs an sm_90 CUDA GPU (an H200); "
+                               "none is visible here")
+    return torch.cuda.get_device_name()
+
+
+@kernels.command("bench")
+@click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
+@click.option("--rows", "row_names", default="", help="comma-separated row names (default: all)")
+@click.option("--repeats", default=7, show_default=True, help="timed calls per row (median reported)")
+@click.option("--emulate/--no-emulate", default=True, show_default=True,
+              help="also measure the emulator's error at shapes of at most 32768 keys")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON here")
+@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
+@click.option("--clock-seconds", type=click.FloatRange(min=0), default=0, show_default=True,
+              help="then run each row back to back this long, with its SM clock and power (the 700 W cap)")
+def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
+          md_path: str | None, clock_seconds: float) -> None:
+    """TFLOP/s and accuracy of SDPA, cuDNN FP8, the conventional FP8 and the fused Triton and Gluon kernels (needs an
+    H200)."""
+    from fsbench.kernels import bench as kbench
+
+    try:
+        selected, left_out = kbench.select_rows(row_names.split(",") if row_names else None)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--rows") from exc
+    for row in left_out:
+        click.echo(f"skipping row {row.name}: it {row.missing}", err=True)
+    header = provenance(_need_hopper())
+    results = []
+    for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
+        results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
+                                      progress=_echo_row, hold=_holder(clock_seconds))
+        click.echo(kbench.format_table(results))
+        if json_path:  # after every shape, so a run that is stopped keeps what it measured
+            atomic_write_text(Path(json_path), json.dumps({**header, "rows": results}, indent=1) + "\n")
+        if md_path:
+            atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
+
+
+def _echo_row(row: dict) -> None:
+    """One bench row as soon as it is measured, with its back-to-back clock where one was taken."""
+    from fsbench.kernels import bench as kbench
+
+    click.echo(kbench.format_table([row]).splitlines()[-1])
+    held = row.get("back_to_back")
+    if held:
+        click.echo(f"{'':<20} back to back: {held['tflops']:.1f} TFLOP/s at {held.get('clock_mhz', float('nan')):.0f} "
+                   f"MHz, {held.get('power_w', float('nan')):.0f} W")
+
+
+def _holder(seconds: float):
+    """The bench's `hold` hook: each row back to back for `seconds` with the GPU's clock sampled (None for 0)."""
+    if not seconds:
+        return None
+    from fsbench.harness import gpu_clock
+
+    return lambda fn, args, flops: gpu_clock.back_to_back(fn, args, seconds, flops)
+
+
+@kernels.command("check")
+@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True)
+@click.option("--engine", type=click.Choice(["triton", "gluon"]), default="triton", show_default=True,
+              help="which kernel to check")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
+def check(formats: str, engine: str, json_path: str | None) -> None:
+    """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
+    from fsbench.kernels import check as kcheck
+
+    header = provenance(_need_hopper())
+    rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)
+    click.echo(kcheck.format_table(rows))
+    if json_path:
+        atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")

@@ -1,0 +1,78 @@
+"""Generation settings: one frozen object built once from a preset TOML (`scenarios/<preset>.toml`), the
+preset's per-model table (`[model.tiny]` shrinks the video for the CPU model) and CLI overrides."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
+    import tomli as tomllib
+
+from fsbench.errors import FsbenchError
+from fsbench.paths import SCENARIO_DIR
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides the pixels of a video; the manifest records all of it."""
+
+    preset: str
+    height: int
+    width: int
+    num_frames: int
+    fps: int
+    steps: int
+    guidance_scale: float
+    guidance_scale_2: float
+    boundary_ratio: float
+    flow_shift: float
+    seed: int
+    negative_prompt: str
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int, int, int]:
+        """(1, 16, F_lat, H/8, W/8): the Wan VAE compresses 4x in time and 8x in space."""
+        return (1, 16, (self.num_frames - 1) // 4 + 1, self.height // 8, self.width // 8)
+
+    @property
+    def tokens(self) -> int:
+        """Self-attention sequence length: latent frames x (H/16) x (W/16) after the 1x2x2 patch."""
+        return self.latent_shape[2] * (self.height // 16) * (self.width // 16)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def build_settings(preset: str, model: str, **overrides: Any) -> Settings:
+    """Preset values, then the preset's `[model.<model>]` table, then the non-None `overrides`."""
+    path = SCENARIO_DIR / f"{preset}.toml"
+    if not path.is_file():
+        raise FsbenchError(f"unknown preset {preset!r}; expected one of {', '.join(preset_names())}")
+    data = tomllib.loads(path.read_text())
+    values = {k: v for k, v in data.items() if k not in ("description", "model")}
+    values.update(data.get("model", {}).get(model, {}))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    names = {f.name for f in fields(Settings)} - {"preset"}
+    if set(values) != names:
+        raise FsbenchError(f"preset {path} is missing {sorted(names - set(values))} "
+                           f"or has unknown keys {sorted(set(values) - names)}")
+    settings = Settings(preset=preset, **values)
+    _check(settings)
+    return settings
+
+
+def _check(s: Settings) -> None:
+    if s.height <= 0 or s.width <= 0 or s.height % 16 or s.width % 16:
+        raise FsbenchError(f"height and width must be positive multiples of 16, got {s.height}x{s.width}")
+    if s.num_frames < 1 or (s.num_frames - 1) % 4:
+        raise FsbenchError(f"frames must be 4k+1 (e.g. 9, 17, 81), got {s.num_frames}")
+    if s.steps < 1:
+        raise FsbenchError(f"steps must be at least 1, got {s.steps}")
+    if not 0.0 < s.boundary_ratio < 1.0:
+        raise FsbenchError(f"boundary_ratio must be in (0, 1), got {s.boundary_ratio}")

@@ -1,0 +1,300 @@
+"""Latency breakdown of generated videos (`fsbench run --profile`): text encoding, every denoising step split
+into self-attention, cross-attention, GEMMs (linear layers) and the rest, VAE decode, postprocess (frames to
+host) and video encoding; written as RUN/profile.json and a table in RUN/profile.md.
+
+Device work is timed with CUDA events recorded around each region (no host sync inside a video; the events
+are read once the video is done), so the numbers are GPU time, not host time around asynchronous launches.
+On a CPU the same code path uses perf_counter, which is exact there because CPU ops are synchronous.
+With compiled blocks (`--compile`) module hooks would break the graphs, so only the self-attention core
+(which runs outside the graphs) is split out; GEMMs and cross-attention then count as `rest`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from fsbench import kernels
+from fsbench.errors import FsbenchError
+from fsbench.harness.results import atomic_write_text
+
+PARTS = ("self_attention", "cross_attention", "gemm")
+JSON_NAME, TABLE_NAME = "profile.json", "profile.md"
+
+
+class Clock:
+    """Device time: CUDA events on a GPU, perf_counter on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        if self.cuda:
+            end.synchronize()
+            return start.elapsed_time(end) / 1000.0
+        return end - start
+
+
+class Profiler:
+    """Hooks on one pipeline that time every region of every video it generates.
+
+    `install(pipe, router)` before generating, `video(index)` around each video (the runner does both),
+    `region(name)` around host-side work such as video encoding, `write(run)` at the end.
+    """
+
+    def __init__(self, device: torch.device):
+        self.clock = Clock(device)
+        self.videos: list[dict[str, Any]] = []
+        self.fine = True
+        self._undo: list[Any] = []
+        self._router: Any = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._spans: dict[tuple[int, str], list[tuple[Any, Any]]] = defaultdict(list)
+        self._regions: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+        self._step_marks: list[tuple[int, str, Any]] = []
+        self._open: dict[int, Any] = {}
+
+    # ---- installation -------------------------------------------------------------------------------------
+    def install(self, pipe: Any, router: Any) -> None:
+        """Time the text encoder, both experts (per forward and, uncompiled, per linear and attention core),
+        the self-attention core through `router.core`, the VAE decode and the postprocess."""
+        if router.capture is not None or router.core is not None:
+            raise FsbenchError("--profile cannot be combined with --capture (both take the attention core)")
+        self._router = router
+        router.core = self._self_attention
+        self._undo.append(lambda: setattr(router, "core", None))
+        self._hook_module(pipe.text_encoder, "text_encode")
+        experts = [pipe.transformer, pipe.transformer_2]
+        self.fine = not any(getattr(b, "_compiled_call_impl", None) is not None for e in experts for b in e.blocks)
+        for expert in experts:
+            self._hook_forward(expert)
+            if self.fine:
+                self._hook_gemms(expert)
+                self._time_cross_attention(expert)
+        self._wrap_method(pipe.vae, "decode", "vae_decode")
+        self._wrap_method(pipe.video_processor, "postprocess_video", "postprocess")
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _hook_module(self, module: nn.Module, name: str) -> None:
+        def pre(mod: nn.Module, args: Any) -> None:
+            self._open[id(mod)] = self.clock.mark()
+
+        def post(mod: nn.Module, args: Any, out: Any) -> None:
+            self._regions[name].append((self._open.pop(id(mod)), self.clock.mark()))
+
+        self._undo += [module.register_forward_pre_hook(pre).remove, module.register_forward_hook(post).remove]
+
+    def _hook_forward(self, expert: nn.Module) -> None:
+        """Each expert forward: its span, and a step mark at the first forward of every denoising step."""
+        def pre(mod: nn.Module, args: Any, kwargs: Any) -> None:
+            mark = self.clock.mark()
+            step = self._router.step
+            if not self._step_marks or self._step_marks[-1][0] != step:
+                self._step_marks.append((step, self._router.expert, mark))
+            self._open[id(mod)] = mark
+
+        def post(mod: nn.Module, args: Any, kwargs: Any, out: Any) -> None:
+            self._spans[(self._router.step, "forward")].append((self._open.pop(id(mod)), self.clock.mark()))
+
+        self._undo += [expert.register_forward_pre_hook(pre, with_kwargs=True).remove,
+                       expert.register_forward_hook(post, with_kwargs=True).remove]
+
+    def _hook_gemms(self, expert: nn.Module) -> None:
+        from fsbench.harness.fp8_linear import Fp8Linear
+
+        for module in expert.modules():
+            if isinstance(module, (nn.Linear, Fp8Linear)):
+                self._undo += [module.register_forward_pre_hook(self._gemm_pre).remove,
+                               module.register_forward_hook(self._gemm_post).remove]
+
+    def _gemm_pre(self, mod: nn.Module, args: Any) -> None:
+        self._open[id(mod)] = self.clock.mark()
+
+    def _gemm_post(self, mod: nn.Module, args: Any, out: Any) -> None:
+        self._spans[(self._router.step, "gemm")].append((self._open.pop(id(mod)), self.clock.mark()))
+
+    def _time_cross_attention(self, expert: nn.Module) -> None:
+        from diffusers.models.transformers.transformer_wan import WanAttnProcessor
+
+        for block in expert.blocks:
+            block.attn2.set_processor(_TimedCrossAttention(self))
+            self._undo.append(lambda attn=block.attn2: attn.set_processor(WanAttnProcessor()))
+
+    def _wrap_method(self, owner: Any, method: str, name: str) -> None:
+        original = getattr(owner, method)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = self.clock.mark()
+            if name == "vae_decode":
+                self.end_denoising(start)
+            out = original(*args, **kwargs)
+            self._regions[name].append((start, self.clock.mark()))
+            return out
+
+        setattr(owner, method, timed)
+        self._undo.append(lambda: delattr(owner, method))
+
+    def end_denoising(self, mark: Any = None) -> None:
+        """Close the last denoising step (the VAE decode does it; callers timing bare forwards call it)."""
+        self._step_marks.append((-1, "", mark if mark is not None else self.clock.mark()))
+
+    # ---- timed cores ----------------------------------------------------------------------------------------
+    def _self_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str) -> torch.Tensor:
+        """The router's core (what `SelfAttentionRouter.attend` runs without capture), with a span around it."""
+        start = self.clock.mark()
+        out = kernels.attention(q, k, v, fmt, impl="auto" if fmt == "bf16" else self._router.impl, layout="BSHD")
+        self._spans[(self._router.step, "self_attention")].append((start, self.clock.mark()))
+        return out
+
+    def cross_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        start = self.clock.mark()
+        out = kernels.attention(q, k, v, "bf16", impl="sdpa", layout="BSHD")
+        self._spans[(self._router.step, "cross_attention")].append((start, self.clock.mark()))
+        return out
+
+    # ---- per video ------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def region(self, name: str) -> Iterator[None]:
+        start = self.clock.mark()
+        yield
+        self._regions[name].append((start, self.clock.mark()))
+
+    @contextlib.contextmanager
+    def video(self, index: int) -> Iterator[None]:
+        """Around one generated video: resets the spans, then resolves them into `self.videos`."""
+        self._reset()
+        wall = time.perf_counter()
+        yield
+        record = self._resolve(index)
+        record["wall_s"] = time.perf_counter() - wall
+        self.videos.append(record)
+
+    def _total(self, spans: list[tuple[Any, Any]]) -> float:
+        return sum(self.clock.seconds(s, e) for s, e in spans)
+
+    def _resolve(self, index: int) -> dict[str, Any]:
+        record: dict[str, Any] = {"index": index}
+        record.update({f"{name}_s": self._total(spans) for name, spans in self._regions.items()})
+        steps = []
+        marks = self._step_marks
+        for (step, expert, start), (_, _, end) in zip(marks, marks[1:]):
+            row: dict[str, Any] = {"step": step, "expert": expert, "fmt": self._router.schedule.by_step()[step],
+                                   "total_s": self.clock.seconds(start, end),
+                                   "forwards_s": self._total(self._spans[(step, "forward")])}
+            parts = PARTS if self.fine else PARTS[:1]
+            row.update({f"{part}_s": self._total(self._spans[(step, part)]) for part in parts})
+            row["rest_s"] = row["total_s"] - sum(row[f"{part}_s"] for part in parts)
+            steps.append(row)
+        record["steps"] = steps
+        record["denoise_s"] = sum(row["total_s"] for row in steps)
+        return record
+
+    # ---- output ---------------------------------------------------------------------------------------------
+    def summary(self, loadgen: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Mean over videos of every phase, the step split per format, and the harness overhead."""
+        if not self.videos:
+            return {"videos": 0}
+        phases = ("text_encode_s", "denoise_s", "vae_decode_s", "postprocess_s", "video_encode_s", "wall_s")
+        out: dict[str, Any] = {"videos": len(self.videos), "timing": "cuda events" if self.clock.cuda else
+                               "perf_counter (cpu)", "fine_split": self.fine}
+        out.update({p: statistics.fmean(v.get(p, 0.0) for v in self.videos) for p in phases})
+        parts = [f"{p}_s" for p in (PARTS if self.fine else PARTS[:1])] + ["rest_s"]
+        by_fmt: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for video in self.videos:
+            for row in video["steps"]:
+                by_fmt[row["fmt"]].append(row)
+        out["step_by_format"] = {
+            fmt: {"steps": len(rows), "total_s": statistics.fmean(r["total_s"] for r in rows),
+                  **{p: statistics.fmean(r[p] for r in rows) for p in parts},
+                  "self_attention_share": statistics.fmean(r["self_attention_s"] / r["total_s"] for r in rows)}
+            for fmt, rows in sorted(by_fmt.items())}
+        named = sum(out[p] for p in phases[:-1])
+        out["unattributed_s"] = out["wall_s"] - named
+        if loadgen and "latency_mean_ns" in loadgen:
+            latency = loadgen["latency_mean_ns"] / 1e9
+            out["loadgen_latency_mean_s"] = latency
+            out["loadgen_overhead_s"] = latency - out["wall_s"]
+            out["harness_overhead_share"] = (latency - named + out["video_encode_s"]) / latency
+        return out
+
+    def write(self, run: Path, loadgen: dict[str, Any] | None = None) -> dict[str, Any]:
+        """RUN/profile.json (every video, every step) and RUN/profile.md (the table); returns the summary."""
+        summary = self.summary(loadgen)
+        atomic_write_text(run / JSON_NAME, json.dumps({"summary": summary, "videos": self.videos}, indent=2) + "\n")
+        atomic_write_text(run / TABLE_NAME, format_table(summary) + "\n")
+        return summary
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """Markdown: one row per phase (mean seconds per video, share of the video), then the step split."""
+    if not summary.get("videos"):
+        return "no video was generated"
+    wall = summary["wall_s"]
+    lines = [f"Latency breakdown, mean of {summary['videos']} video(s), {summary['timing']}", "",
+             "| phase | s | share |", "|---|---|---|"]
+    for name in ("text_encode", "denoise", "vae_decode", "postprocess", "video_encode", "unattributed"):
+        value = summary[f"{name}_s"]
+        lines.append(f"| {name} | {value:.4f} | {value / wall:.1%} |")
+    lines.append(f"| video (wall) | {wall:.4f} | 100% |")
+    if "loadgen_overhead_s" in summary:
+        lines.append(f"| LoadGen overhead (latency - wall) | {summary['loadgen_overhead_s']:.4f} | "
+                     f"{summary['loadgen_overhead_s'] / summary['loadgen_latency_mean_s']:.2%} |")
+        lines.append(f"| harness overhead (LoadGen + mp4 + unattributed) | | "
+                     f"{summary['harness_overhead_share']:.2%} |")
+    parts = [p for p in (*PARTS, "rest") if f"{p}_s" in next(iter(summary["step_by_format"].values()))]
+    lines += ["", "Denoising step (both CFG passes), mean per format:", "",
+              "| format | steps | step s | " + " | ".join(parts) + " | self-attention share |",
+              "|---" * (len(parts) + 4) + "|"]
+    for fmt, row in summary["step_by_format"].items():
+        cells = " | ".join(f"{row[f'{p}_s']:.4f}" for p in parts)
+        lines.append(f"| {fmt} | {row['steps']} | {row['total_s']:.4f} | {cells} | {row['self_attention_share']:.1%} |")
+    return "\n".join(lines)
+
+
+class _TimedCrossAttention:
+    """diffusers' `WanAttnProcessor` for text-to-video cross-attention (attn2), with the SDPA core timed."""
+
+    def __init__(self, profiler: Profiler):
+        self.profiler = profiler
+
+    def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
+                 attention_mask: torch.Tensor | None = None, rotary_emb: Any = None) -> torch.Tensor:
+        if attn.add_k_proj is not None or attention_mask is not None or encoder_hidden_states is None:
+            raise ValueError("the timed processor serves text-to-video cross-attention (attn2) without a mask only")
+        q = attn.norm_q(attn.to_q(hidden_states)).unflatten(2, (attn.heads, -1))
+        k = attn.norm_k(attn.to_k(encoder_hidden_states)).unflatten(2, (attn.heads, -1))
+        v = attn.to_v(encoder_hidden_states).unflatten(2, (attn.heads, -1))
+        out = self.profiler.cross_attention(q, k, v).flatten(2, 3).type_as(q)
+        return attn.to_out[1](attn.to_out[0](out))
+
+
+class NullProfiler:
+    """What the runner uses without --profile: every region is a no-op."""
+
+    @contextlib.contextmanager
+    def region(self, name: str) -> Iterator[None]:
+        yield
+
+    @contextlib.contextmanager
+    def video(self, index: int) -> Iterator[None]:
+        yield

@@ -1,0 +1,231 @@
+"""One benchmark run, as numbered steps: settings -> schedule -> prompts + latent -> run directory ->
+pipeline + attention routing -> LoadGen -> results. `fsbench run` and `fsbench sweep` call `prepare`,
+`load_pipeline` and `run_scenario`; the device script reuses `VideoGenerator`."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from tqdm.auto import tqdm
+
+from fsbench import rundir
+from fsbench.harness import dataset, loadgen_driver, pipeline, results
+from fsbench.harness.attention import Capture, SelfAttentionRouter
+from fsbench.harness.presets import Settings, build_settings
+from fsbench.harness.profile import NullProfiler, Profiler
+from fsbench.harness.schedule import ResolvedSchedule, Schedule
+from fsbench.harness.schedule import load as load_schedule
+
+
+class Team(Protocol):
+    """Rank 0's side of a run on several processes (`harness.distributed.Team` is the one implementation): it
+    supplies the attention router, serves LoadGen's samples with the other ranks and describes the layout."""
+
+    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None) -> SelfAttentionRouter: ...
+
+    def serve(self, generator: VideoGenerator) -> contextlib.AbstractContextManager[tuple[Callable[[int], str], int]]:
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What one run directory holds: model, settings, schedule, prompts and the fixed latent."""
+
+    model: str
+    settings: Settings
+    schedule: ResolvedSchedule
+    prompts: dataset.Prompts
+    latent: torch.Tensor
+    latent_source: str
+
+    @property
+    def model_tag(self) -> str:
+        return self.model if self.model in pipeline.SYNTHETIC else "a14b"
+
+
+def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
+            latent_file: Path | None, overrides: dict[str, Any]) -> RunSpec:
+    """Steps 1-3: everything cheap that can be wrong is checked before any weights load."""
+    settings = build_settings(preset, model, **overrides)
+    parsed = schedule if isinstance(schedule, Schedule) else load_schedule(schedule)
+    resolved = parsed.resolve(settings.steps, pipeline.num_layers(model))
+    prompts = dataset.load_prompts(prompts_file, model, num_prompts)
+    latent = dataset.fixed_latent(settings, latent_file)
+    source = str(latent_file) if latent_file else f"seed {settings.seed}"
+    return RunSpec(model, settings, resolved, prompts, latent, source)
+
+
+def schedule_slug(schedule: ResolvedSchedule) -> str:
+    """A folder-safe schedule name: the built-in/file name, or `spec-<hash>` for spec strings."""
+    if re.fullmatch(r"[\w.-]+", schedule.name):
+        return schedule.name
+    return "spec-" + hashlib.sha256(schedule.spec.encode()).hexdigest()[:8]
+
+
+def default_system(model_tag: str, device: torch.device) -> str:
+    if device.type == "cuda":
+        gpu = re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name(device).lower()).strip("-")
+        return f"{gpu}-{model_tag}"
+    return f"{device.type}-{model_tag}"
+
+
+def open_run_dir(run: Path, spec: RunSpec, system: str, device: torch.device) -> None:
+    """Step 4: create or reopen the run directory, save the latent once, write the manifest header."""
+    sha = dataset.latent_sha256(spec.latent)
+    header = {
+        "model": spec.model,
+        "preset": spec.settings.preset,
+        "system": system,
+        "device": device_info(device, spec.model),
+        "settings": {**spec.settings.as_dict(), "latent_sha256": sha},
+        "latent": {"file": rundir.LATENT, "source": spec.latent_source, "shape": list(spec.latent.shape)},
+        "schedule": {"name": spec.schedule.name, "spec": spec.schedule.spec, "by_step": spec.schedule.by_step()},
+        "prompts": spec.prompts.as_dict(),
+        "videos": rundir.VIDEOS,
+        "versions": results.versions(),
+        "git_commit": results.git_commit(),
+    }
+    results.open_run(run, header)
+    if not (run / rundir.LATENT).is_file():
+        results.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
+
+
+def device_info(device: torch.device, model: str) -> dict[str, Any]:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+    dtype = "bfloat16" if device.type == "cuda" or model not in pipeline.SYNTHETIC else "float32"
+    return {"type": device.type, "name": name, "count": 1, "dtype": dtype}
+
+
+def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
+    """Step 5: the diffusers pipeline, with its per-video denoising bar kept short-lived."""
+    pipe = pipeline.build(spec.model, spec.settings, device)
+    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step")
+    return pipe
+
+
+class VideoGenerator:
+    """`generate(qsl_index) -> video path relative to the run`: the one function LoadGen's SUT calls.
+
+    Videos are encoded to mp4 next to their final name and renamed into place. With `reuse`, a video that
+    already exists is returned as is: a resumed accuracy pass never regenerates finished work.
+    """
+
+    def __init__(self, pipe: Any, spec: RunSpec, run: Path, router: SelfAttentionRouter | None, reuse: bool,
+                 profiler: Profiler | None = None):
+        self.pipe, self.spec, self.run, self.router, self.reuse = pipe, spec, run, router, reuse
+        self.profiler = profiler or NullProfiler()
+        self.latent = spec.latent.to(pipe.device)
+        self.generated = self.reused = 0
+
+    def frames(self, index: int) -> Any:
+        """The (F, H, W, 3) float frames in [0, 1] of prompt `index`."""
+        s = self.spec.settings
+        if self.router is not None:
+            self.router.begin_video(index)
+        return self.pipe(
+            prompt=self.spec.prompts.texts[index], negative_prompt=s.negative_prompt, height=s.height, width=s.width,
+            num_frames=s.num_frames, num_inference_steps=s.steps, guidance_scale=s.guidance_scale,
+            guidance_scale_2=s.guidance_scale_2, latents=self.latent.clone(), output_type="np",
+            callback_on_step_end=self.router.on_step_end if self.router is not None else None,
+        ).frames[0]
+
+    def __call__(self, index: int) -> str:
+        relative = Path(rundir.VIDEOS) / rundir.video_name(self.spec.prompts.texts[index])
+        path = self.run / relative
+        if self.reuse and path.is_file():
+            self.reused += 1
+            return str(relative)
+        from diffusers.utils import export_to_video
+
+        with self.profiler.video(index):
+            frames = self.frames(index)
+            with self.profiler.region("video_encode"):
+                results.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
+                                                                       fps=self.spec.settings.fps))
+        if self.router is not None and self.router.capture is not None:
+            self.router.capture.flush()
+        self.generated += 1
+        return str(relative)
+
+
+def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen_driver.LoadgenOptions, *,
+                 impl: str = "auto", capture_qkv: int | None = None, profile: bool = False,
+                 speed: dict[str, Any] | None = None, team: Team | None = None) -> dict[str, Any]:
+    """Steps 6-7: route attention, run LoadGen, merge the summary into the manifest; returns the summary.
+
+    `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
+    `profile`: time every phase of every video into RUN/profile.{json,md}; `speed`: the record of
+    `harness.speed.apply`, kept in the summary; `team`: rank 0 of a `fsbench run --gpus N` (harness.distributed),
+    which supplies the router and serves LoadGen's samples with the other ranks.
+    """
+    capture = None
+    if capture_qkv is not None:
+        capture = Capture(rundir.capture_dir(run, opts.scenario, opts.mode), save_qkv=capture_qkv)
+        (capture.out_dir / "calls.jsonl").unlink(missing_ok=True)
+    router = (SelfAttentionRouter if team is None else team.router)(spec.schedule, impl=impl, capture=capture)
+    router.install(pipe)
+    profiler = Profiler(pipe.device) if profile else None
+    if profiler is not None:
+        profiler.install(pipe, router)
+    # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
+    generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
+                               profiler=profiler)
+    total = len(spec.prompts.texts)
+    expected = total if opts.mode == "accuracy" else opts.count
+    log_dir = rundir.loadgen_dir(run, system, opts.scenario, opts.mode, audit=opts.audit)
+    try:
+        serving = contextlib.nullcontext((generator, 1)) if team is None else team.serve(generator)
+        with serving as (generate, concurrency), \
+                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video") as bar:
+            summary = loadgen_driver.run_test(generate, total, opts, log_dir, on_sample=bar.update,
+                                              concurrency=concurrency)
+    finally:
+        if profiler is not None:
+            profiler.uninstall()
+        router.uninstall()
+    summary["log_dir"] = str(log_dir.relative_to(run))
+    summary["overrides"] = opts.overrides()
+    summary["attention_kernels"] = dict(sorted(router.kernels_used.items()))
+    if opts.mode == "accuracy":
+        summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
+                       accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
+    if capture is not None:
+        capture_summary = capture.finish()
+        summary["capture"] = {"dir": str(capture.out_dir.relative_to(run)), "calls": capture_summary["calls"]}
+    if speed is not None:
+        summary["speed"] = speed
+    if team is not None:
+        summary["parallel"] = team.describe()
+    if profiler is not None:
+        summary["profile"] = profiler.write(run, summary)
+    results.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
+    return summary
+
+
+def describe(summary: dict[str, Any]) -> str:
+    """A one-line human summary of a LoadGen result."""
+    head = f"{summary.get('scenario')} {summary.get('mode')}"
+    if "validity" not in summary:
+        return (f"{head}: {summary.get('samples')} videos ({summary.get('videos_generated')} generated, "
+                f"{summary.get('videos_reused')} reused), accuracy log {summary.get('accuracy_log')}")
+    p90 = summary["latency_p90_ns"]
+    text = (f"{head}: {summary['validity']}  p90 latency {p90 / 1e9:.3f} s  "
+            f"samples/s {summary['samples_per_second']:.4g}  ({summary.get('samples')} samples)")
+    if summary["invalid_reasons"]:
+        text += "\n  INVALID because: " + "; ".join(summary["invalid_reasons"])
+    return text
+
+
+def check_device_for(model: str) -> torch.device:
+    """The device a run of `model` uses; fails before any file is written when the model cannot run here."""
+    device = pipeline.default_device()
+    pipeline.check_device(model, device)
+    return device

@@ -1,0 +1,41 @@
+"""Attention numerics for fsbench: MX formats, Hadamard rotation, Schraudolph proxies, the reference
+emulator of Fused-Softmax attention and the Triton kernels.
+
+Importing this package does no work: no CUDA initialisation, no compilation, no heavy imports. The
+public entry points load their modules on first call.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from fsbench.kernels.stats import AttentionStats
+
+
+def attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", fmt: str = "mxfp8", *,
+              impl: str = "auto", layout: str = "BSHD", **options: Any) -> "torch.Tensor":
+    """Non-causal attention of `q, k, v` (layout BSHD or BHSD) in precision `fmt`; see `kernels.api`."""
+    from fsbench.kernels.api import attention as _attention
+
+    return _attention(q, k, v, fmt, impl=impl, layout=layout, **options)
+
+
+def attention_with_stats(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", fmt: str = "mxfp8", *,
+                         impl: str = "auto", layout: str = "BSHD",
+                         **options: Any) -> "tuple[torch.Tensor, AttentionStats]":
+    """Like `attention`, and also returns the call's `AttentionStats` (key tiles, rollbacks, overflow)."""
+    from fsbench.kernels.api import attention_with_stats as _attention_with_stats
+
+    return _attention_with_stats(q, k, v, fmt, impl=impl, layout=layout, **options)
+
+
+def resolve_impl(fmt: str, impl: str, device: "torch.device", head_dim: int) -> str:
+    """The implementation `attention(..., impl=impl)` runs for `fmt` on `device` at `head_dim`."""
+    from fsbench.kernels.api import resolve_impl as _resolve_impl
+
+    return _resolve_impl(fmt, impl, device, head_dim)
+
+
+__all__ = ["attention", "attention_with_stats", "resolve_impl"]

@@ -1,0 +1,215 @@
+"""`fsbench kernels bench`: attention throughput and accuracy on the H200.
+
+TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a
+warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
+The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
+"x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
+same schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`, its
+scaling and casts included), timed only where the optional cudnn-frontend package is installed. Accuracy is
+measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error ||out - ref|| / ||ref||
+in percent and the cosine similarity.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+SHAPES = ((1, 40, 75600, 128), (1, 24, 32768, 128))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmarked implementation."""
+
+    name: str
+    fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    missing: str | None = None  # why the row cannot run here (an optional package absent), None if it can
+
+
+def _sdpa(backend) -> Callable:
+    def run(q, k, v):
+        from torch.nn.attention import sdpa_kernel
+
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    return run
+
+
+def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
+    def run(q, k, v):
+        from fsbench.kernels.triton_attention import triton_attention
+
+        return triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)[0]
+    return run
+
+
+def rows() -> list[Row]:
+    from torch.nn.attention import SDPBackend
+
+    from fsbench.kernels import cudnn_fp8
+
+    return [Row("sdpa-cudnn-bf16", _sdpa(SDPBackend.CUDNN_ATTENTION)),
+            Row("sdpa-flash-bf16", _sdpa(SDPBackend.FLASH_ATTENTION)),
+            Row("cudnn-fp8", cudnn_fp8.cudnn_fp8_attention, None if cudnn_fp8.available() else
+                f"needs the cudnn-frontend package (pip install {cudnn_fp8.PACKAGE})"),
+            Row("triton-conventional-fp8", _triton("mxfp8", softmax="conventional")),
+            Row("triton-fused-mxfp8", _triton("mxfp8")),
+            Row("triton-fused-mxfp8-nogate", _triton("mxfp8", gate_doublings=None)),
+            Row("triton-fused-mxfp6", _triton("mxfp6")),
+            Row("triton-fused-mxfp4", _triton("mxfp4")),
+            Row("triton-fused-mxfp6-rowscale", _triton("mxfp6", mx_p_scale="row")),
+            Row("triton-fused-mxfp4-rowscale", _triton("mxfp4", mx_p_scale="row")),
+            Row("gluon-conventional-fp8", _triton("mxfp8", "gluon", softmax="conventional")),
+            Row("gluon-fused-mxfp8", _triton("mxfp8", "gluon")),
+            Row("gluon-fused-mxfp8-nogate", _triton("mxfp8", "gluon", gate_doublings=None)),
+            Row("gluon-fused-mxfp6", _triton("mxfp6", "gluon")),
+            Row("gluon-fused-mxfp4", _triton("mxfp4", "gluon")),
+            Row("gluon-fused-mxfp6-rowscale", _triton("mxfp6", "gluon", mx_p_scale="row")),
+            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", "gluon", mx_p_scale="row"))]
+
+
+def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
+    """(rows to run, rows left out): the rows named, in the bench's order, or, for None, every row that can run
+    here and those that cannot (an optional package absent). Raises ValueError naming a row the bench lacks, or a
+    named row that cannot run here."""
+    every = rows()
+    if names is None:
+        return [r for r in every if not r.missing], [r for r in every if r.missing]
+    unknown = sorted(set(names) - {r.name for r in every})
+    if unknown:
+        raise ValueError(f"unknown row(s) {', '.join(unknown)}; known: {', '.join(r.name for r in every)}")
+    chosen = [r for r in every if r.name in names]
+    for row in chosen:
+        if row.missing:
+            raise ValueError(f"row {row.name} {row.missing}")
+    return chosen, []
+
+
+def engine_of(row_name: str) -> str | None:
+    """'triton' or 'gluon' for the FP8 kernel rows, None for the SDPA baselines."""
+    from fsbench.kernels.triton_attention import ENGINES
+
+    engine = row_name.split("-", 1)[0]
+    return engine if engine in ENGINES else None
+
+
+def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, repeats: int) -> list[float]:
+    """Per-call milliseconds (CUDA events), cycling through the input sets."""
+    for i in range(warmup):
+        fn(*inputs[i % len(inputs)])
+    torch.cuda.synchronize()
+    times = []
+    for i in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        args = inputs[i % len(inputs)]
+        start.record()
+        fn(*args)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def accuracy(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
+    o, r = out.float().flatten(), ref.float().flatten()
+    return {"rel_err_pct": 100 * ((o - r).norm() / r.norm()).item(),
+            "cosine": torch.nn.functional.cosine_similarity(o, r, dim=0).item()}
+
+
+def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: int = 2, repeats: int = 7,
+                input_sets: int = 3, emulate: bool = False,
+                progress: Callable[[dict[str, Any]], None] | None = None,
+                hold: Callable[[Callable, tuple, int], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Benchmark every row at one BHSD shape; `emulate` adds the emulator's error for the fused rows.
+    `progress` receives each row's result as soon as it is measured (the ratios are filled in at the end).
+    `hold(fn, inputs, flops)`, when given, runs each row back to back and returns its clock and power for the
+    result's "back_to_back" (the harness samples them; this module knows nothing of how)."""
+    b, h, s, d = shape
+    flops = 4 * b * h * s * s * d
+    g = torch.Generator(device="cuda").manual_seed(0)
+    inputs = [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+              for _ in range(input_sets)]
+    from torch.nn.attention import SDPBackend
+
+    ref = _sdpa(SDPBackend.CUDNN_ATTENTION)(*inputs[0])
+    results = []
+    for row in selected:
+        ms = time_ms(row.fn, inputs, warmup, repeats)
+        med = statistics.median(ms)
+        result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
+                  "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
+        if engine_of(row.name) == "triton":
+            from fsbench.kernels.triton_fused import attention_kernel
+
+            result["launch"] = str(attention_kernel.best_config)  # the autotuner's pick for this row
+        elif engine_of(row.name) == "gluon":
+            from fsbench.kernels.tiling import GLUON
+
+            result["launch"] = str(GLUON)
+        fmt = row.name.split("-fused-", 1)[-1]
+        if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
+            from fsbench.kernels.emulator import emulate as run_emulator
+
+            emu = run_emulator(*inputs[0], fmt)[0]
+            result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
+            del emu
+        if hold:
+            result["back_to_back"] = hold(row.fn, inputs[0], flops)
+        results.append(result)
+        if progress:
+            progress(result)
+        torch.cuda.empty_cache()
+    return add_ratios(results)
+
+
+def add_ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """x_cudnn against the SDPA cuDNN row; x_conventional against the conventional FP8 row of the same
+    engine (None where that baseline was not measured)."""
+    base = next((r["tflops"] for r in results if r["row"] == "sdpa-cudnn-bf16"), None)
+    conv = {engine_of(r["row"]): r["tflops"] for r in results if r["row"].endswith("-conventional-fp8")}
+    for r in results:
+        r["x_cudnn"] = r["tflops"] / base if base else None
+        own = conv.get(engine_of(r["row"]))
+        r["x_conventional"] = r["tflops"] / own if own else None
+    return results
+
+
+def _ratio(value: float | None) -> str:
+    """A speed ratio, blank when its baseline row was not measured (rather than a misleading 0.00)."""
+    return "" if value is None else f"{value:.2f}"
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    head = (f"{'shape':<20} {'row':<24} {'ms':>8} {'TFLOP/s':>8} {'x cuDNN':>8} {'x conv':>7} {'err %':>7} "
+            f"{'cosine':>8} {'emu err %':>9}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        emu = r.get("emulator_rel_err_pct")
+        lines.append(f"{str(tuple(r['shape'])):<20} {r['row']:<24} {r['median_ms']:>8.2f} {r['tflops']:>8.1f} "
+                     f"{_ratio(r.get('x_cudnn')):>8} {_ratio(r.get('x_conventional')):>7} {r['rel_err_pct']:>7.3f} "
+                     f"{r['cosine']:>8.5f} {'' if emu is None else f'{emu:.3f}':>9}")
+    return "\n".join(lines)
+
+
+def _held(r: dict[str, Any]) -> str:
+    """The back-to-back columns of one row: TFLOP/s, median SM clock and power (blank where not measured)."""
+    held = r.get("back_to_back") or {}
+    return " | ".join("" if held.get(k) is None else f"{held[k]:.{n}f}" for k, n in
+                      (("tflops", 1), ("clock_mhz", 0), ("power_w", 0)))
+
+
+def format_markdown(results: list[dict[str, Any]]) -> str:
+    clocks = any("back_to_back" in r for r in results)
+    head = "| shape | row | median ms | TFLOP/s | x cuDNN | x conventional | rel err % | cosine | emulator rel err % |"
+    lines = [head + (" back to back TFLOP/s | MHz | W |" if clocks else ""),
+             "|---" * (head.count("|") - 1 + 3 * clocks) + "|"]
+    for r in results:
+        emu = r.get("emulator_rel_err_pct")
+        lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
+                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {r['rel_err_pct']:.3f} | "
+                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |"
+                     + (f" {_held(r)} |" if clocks else ""))
+    return "\n".join(lines)

@@ -1,0 +1,234 @@
+"""Host side of the Hopper Fused-Softmax kernels: validate, quantize (prepass), launch, collect stats.
+
+`triton_attention(q, k, v, fmt, **options)` takes BHSD tensors (views are fine) and returns the BHSD
+output in q's dtype with `AttentionStats`. The kernel implements the complete Fused-Softmax pipeline
+(options at their defaults) and the conventional FP8 baseline (`softmax="conventional"`, or the
+emulator's rowsum_gemm=frozen_max=schraudolph=False); other ablation mixes raise ValueError. For
+mxfp6/mxfp4, `mx_p_scale="block"` (default: P's E8M0 per 32 keys, the emulator's definition) or "row"
+(one per row and key tile: fewer instructions, coarser P for blocks below the row's maximum).
+Float32 inputs are rounded to bfloat16 before the prepass. `engine="gluon"` launches the same
+computation written in Gluon (`kernels.gluon_fused`): two math warpgroups per program take turns at the
+tensor cores (FA3's ping-pong), which plain Triton cannot express (results/h200/kernels_bench.md).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fsbench.kernels import tiling
+from fsbench.kernels.stats import AttentionStats
+
+LOG2E = math.log2(math.e)
+SCHRAUDOLPH_EPSILON = 0.05798  # kernels.schraudolph.EPSILON
+D_BIAS = 128.0 * (127 - SCHRAUDOLPH_EPSILON)  # Stage-A pattern offset 2^M (bias - eps), M = 7 (BF16)
+TRIP_DOUBLINGS = 32  # gate trips are counted against this cap when the gate is disabled
+FORMATS = ("mxfp8", "mxfp6", "mxfp4")
+SOFTMAX = ("fused", "conventional")
+MX_P_SCALES = ("block", "row")
+ENGINES = ("triton", "gluon")
+_OPTIONS = {"softmax", "rowsum_gemm", "frozen_max", "schraudolph", "proxy", "gate_doublings", "hadamard",
+            "sm_scale", "mx_p_scale"}
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """What one launch computes, resolved from `kernels.attention` options."""
+
+    fmt: str
+    fused: bool
+    gate_doublings: float | None
+    hadamard: bool
+    sm_scale: float | None
+    mx_p_scale: str = "block"
+
+    @property
+    def gate_pattern(self) -> int:
+        """Largest Stage-A pattern below the gate (or the trip cap): pattern > this fires."""
+        doublings = TRIP_DOUBLINGS if self.gate_doublings is None else self.gate_doublings
+        return math.floor(128.0 * doublings + D_BIAS)
+
+    @property
+    def p_format(self) -> tuple[int, int, bool, bool]:
+        """(P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS) of the kernel. mxfp8's P scale is
+        2^(floor(log2 rowmax) - 7) per row and key tile (row max in [128, 256), never saturated). MX P is
+        E2M3 with E8M0 = floor(log2 amax) - 2, clamped at 7.5: per 32 keys as the emulator defines it
+        ("block", stored in units 2^(E_row - 5)), or one per row and key tile ("row", stored in units
+        2^(E_row + 6): faster, coarser for blocks below the row's top block)."""
+        if self.fmt == "mxfp8":
+            return 7, 0, False, False
+        return (2, -5, True, True) if self.mx_p_scale == "block" else (2, 6, True, False)
+
+
+def parse_options(fmt: str, options: dict[str, Any]) -> KernelOptions:
+    """Resolve the emulator-style switches to the two softmax policies the kernel has."""
+    if fmt not in FORMATS:
+        raise ValueError(f"the Triton kernel computes {', '.join(FORMATS)}, not {fmt!r} (bf16: impl='sdpa')")
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ValueError(f"unknown attention option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+    softmax = options.get("softmax", "fused")
+    if softmax not in SOFTMAX:
+        raise ValueError(f"softmax must be one of {SOFTMAX}, got {softmax!r}")
+    switches = tuple(bool(options.get(name, softmax == "fused"))
+                     for name in ("rowsum_gemm", "frozen_max", "schraudolph"))
+    if switches == (False, False, False):
+        softmax = "conventional"
+    elif switches != (True, True, True) or softmax == "conventional":
+        raise ValueError("the Triton kernel implements the complete Fused-Softmax pipeline and the conventional "
+                         "baseline (rowsum_gemm=frozen_max=schraudolph=False); use impl='emulate' for other "
+                         f"ablations, got rowsum_gemm, frozen_max, schraudolph = {switches}")
+    if options.get("proxy", "u16") != "u16":
+        raise ValueError(f"the Triton kernel uses the u16 (BF16) Schraudolph proxy, got {options['proxy']!r}")
+    if softmax == "conventional" and fmt != "mxfp8":
+        raise ValueError(f"the conventional FP8 baseline quantizes P per row (mxfp8's rule), not for {fmt}")
+    mx_p_scale = options.get("mx_p_scale", "block")
+    if mx_p_scale not in MX_P_SCALES:
+        raise ValueError(f"mx_p_scale must be one of {MX_P_SCALES}, got {mx_p_scale!r}")
+    gate = options.get("gate_doublings", 32)
+    if gate is not None and not gate > 0:
+        raise ValueError(f"gate_doublings must be positive or None, got {gate}")
+    return KernelOptions(fmt=fmt, fused=softmax == "fused", gate_doublings=gate,
+                         hadamard=bool(options.get("hadamard", True)), sm_scale=options.get("sm_scale"),
+                         mx_p_scale=mx_p_scale)
+
+
+def check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Shapes and device the kernel handles: BHSD, same batch/heads/head_dim, k and v alike, sm_90."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError("q, k and v must be 4-D BHSD tensors")
+    if k.shape != v.shape or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree (BHSD)")
+    tiling.choose(q.shape[3])
+    if q.device.type != "cuda":
+        raise ValueError(f"impl='triton' runs on a CUDA sm_90 GPU, not {q.device}; use impl='emulate'")
+    if torch.cuda.get_device_capability(q.device) != (9, 0):
+        raise ValueError("impl='triton' needs a Hopper GPU (sm_90: FP8 wgmma); use impl='emulate'")
+
+
+def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, *, stats: bool = True,
+                     engine: str = "triton", **options: Any) -> tuple[torch.Tensor, AttentionStats | None]:
+    """Fused-Softmax (or conventional) FP8 attention of BHSD tensors on Hopper; returns (out, stats).
+
+    With stats=False nothing waits for the GPU (the statistics need two host syncs and a pass over the
+    output), and the second item is None."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    opts = parse_options(fmt, options)
+    if engine == "gluon" and q.shape[-1] != tiling.GLUON_HEAD_DIM:
+        raise ValueError(f"the Gluon kernel supports head_dim {tiling.GLUON_HEAD_DIM}, got {q.shape[-1]}; "
+                         "use engine='triton'")
+    check_tensors(q, k, v)
+    out, flags, tiles = forward(q, k, v, opts, engine)
+    if not stats:
+        return out, None
+    b, h, sq = q.shape[:3]
+    query_tiles = -(-sq // tiling.STAT_M)
+    fired = int(flags.sum()) if opts.fused else 0
+    stats = AttentionStats(key_tiles=tiles, workgroup_tiles=b * h * query_tiles * tiles,
+                           rollbacks=fired if opts.gate_doublings is not None else 0,
+                           gate_trips=fired if opts.gate_doublings is None else 0,
+                           overflowed=not bool(torch.isfinite(out).all()))
+    return out, stats
+
+
+@functools.lru_cache(maxsize=8)
+def _hadamard_pm1(d: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """The unnormalized (+-1) Hadamard matrix on `device` in `dtype` (exact in 16 bits), made once rather than
+    copied there every call."""
+    from fsbench.kernels.hadamard import hadamard_matrix
+
+    return (hadamard_matrix(d, device) * d ** 0.5).round().to(dtype).contiguous()
+
+
+def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
+             engine: str = "triton") -> dict[str, torch.Tensor]:
+    """The prepass: E4M3 operands with their group scales, keys in `engine`'s order (`kernels.triton_prepass`)."""
+    from fsbench.kernels import triton_prepass as pre
+
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    rows, tiles = tiling.PREPASS_ROWS, tiling.PREPASS_TILES
+    nq, nk = -(-sq // rows), -(-sk // rows)
+    elem = pre.ELEMENT[opts.fmt]
+    emax, mbits, maxn, shift = pre.ELEMENT_PARAMS[elem]
+    dev = q.device
+    q, k = (x if x.dtype in (torch.bfloat16, torch.float16) else x.to(torch.bfloat16) for x in (q, k))
+    sm_scale = opts.sm_scale if opts.sm_scale is not None else d ** -0.5
+    fp8 = torch.float8_e4m3fn
+    t = {"q": torch.empty(b * h, nq * rows, d, dtype=fp8, device=dev),
+         "q_scale": torch.empty(b * h, nq * rows, device=dev),
+         "k": torch.empty(b * h, nk * rows, d, dtype=fp8, device=dev),
+         "k_scale": torch.empty(b * h, nk, device=dev),
+         "v": torch.empty(b * h, d, nk * rows, dtype=fp8, device=dev),
+         "v_scale": torch.empty(b * h, nk, device=dev)}
+    order = pre.KEY_ORDERS["thread" if engine == "gluon" else "pv"]
+    consts = dict(D=d, ROWS=rows, ELEM=elem, EMAX=emax, MBITS=mbits, MAXN=maxn, SHIFT=shift, ORDER=order, num_warps=8)
+    norm = d ** -0.5 if opts.hadamard else 1.0
+    for name, x, scale, n, premul, per_row in (("q", q, "q_scale", nq, sm_scale * LOG2E * norm, True),
+                                                 ("k", k, "k_scale", nk, norm, False)):
+        pre.quantize_qk_kernel[(-(-n // tiles), b * h)](x, t[name], t[scale], _hadamard_pm1(d, dev, x.dtype),
+                                                        *x.stride(), h, x.shape[2], n * rows, n, premul, TILES=tiles,
+                                                        ROTATE=opts.hadamard, PER_ROW=per_row, num_stages=2, **consts)
+    if opts.fmt == "mxfp8":
+        amax = torch.linalg.vector_norm(v, float("inf")).float()  # max |v| in one pass (abs().amax() makes two)
+        tensor_scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax)).reshape(1)
+    else:
+        tensor_scale = t["v_scale"]
+    pre.quantize_v_kernel[(nk, b * h)](v, t["v"], t["v_scale"], tensor_scale, *v.stride(), h, sk, nk * rows, nk,
+                                       PER_TENSOR=opts.fmt == "mxfp8", **consts)
+    return t
+
+
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
+            engine: str = "triton") -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Prepass and attention kernel; returns (BHSD output, per-workgroup-tile gate flags, key tiles)."""
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    bn, stat_m = tiling.BLOCK_N, tiling.STAT_M
+    ops = quantize(q, k, v, opts, engine)
+    sqp, skp = ops["q"].shape[1], ops["k"].shape[1]  # multiples of PREPASS_ROWS, hence of every query tile
+    nst, nk = sqp // stat_m, skp // bn
+    out = torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device)
+    flags = torch.zeros(b * h * nst * nk if opts.fused else 1, dtype=torch.int8, device=q.device)
+    p_emax, p_shift, p_clamp, p_blocks = opts.p_format
+    launch = _launch_gluon if engine == "gluon" else _launch_triton
+    launch(ops["q"].view(-1, d), ops["k"].view(-1, d), ops["v"].view(-1, skp), ops["q_scale"], ops["k_scale"],
+           ops["v_scale"], out, flags, (sq, sk, sqp, skp, nst, nk, opts.gate_pattern), b * h,
+           dict(D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused, GATE=opts.gate_doublings is not None,
+                P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks))
+    return out, flags, nk
+
+
+def _launch_triton(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, consts) -> None:
+    """The autotuned Triton kernel (the launch grid follows the configuration's query tile)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from fsbench.kernels.triton_fused import attention_kernel
+
+    d, bn, sqp = consts["D"], consts["BN"], sizes[2]
+    desc_q = TensorDescriptor.from_tensor(q, [tiling.STAT_M, d])  # block set per configuration
+    desc_k = TensorDescriptor.from_tensor(k, [bn, d])
+    desc_v = TensorDescriptor.from_tensor(v, [d, bn])
+    attention_kernel[lambda meta: (sqp // meta["BM"], heads)](desc_q, desc_k, desc_v, q_scale, k_scale, v_scale,
+                                                              out, flags, *sizes, **consts)
+
+
+def _launch_gluon(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, consts) -> None:
+    """The Gluon kernel at its one launch shape (`tiling.GLUON`): each math warpgroup loads half of the
+    program's query tile."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from fsbench.kernels.gluon_fused import attention_kernel
+
+    def descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
+        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gl.float8e4nv))
+
+    t, d, bn = tiling.GLUON, consts["D"], consts["BN"]
+    attention_kernel[(sizes[2] // t.block_m, heads)](
+        descriptor(q, [t.block_m // 2, d]), descriptor(k, [bn, d]), descriptor(v, [d, bn]), q_scale, k_scale,
+        v_scale, out, flags, *sizes, BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **consts)

@@ -1,0 +1,256 @@
+"""The Fused-Softmax FP8 attention kernel for Hopper (sm_90) and its conventional-softmax twin.
+
+One body, two softmax policies chosen by the constexpr FUSED:
+- fused (paper Algorithm 1): the row max is frozen at tile 0; Stage-A Schraudolph builds the BF16
+  pattern round(128 (X - m) + 128 (127 - eps)) with one FFMA and a magic-number add (1.5 * 2^23, whose
+  float32 ulp is 1, so the add rounds to an integer held in the low mantissa bits: no F2I, no MUFU);
+  the integer pattern minus the row's offset is shifted into a float32 that the packed e4m3x2 convert
+  narrows (Stage-B, the per-row scale folded into the offset); the row max of the raw scores feeds both
+  the gate and P's scale; a row that passes the gate rolls back exactly (m += delta, O and l scaled by
+  2^-delta, all powers of two); the row sum is an FP8 MMA of P against a ones column.
+- conventional: online softmax with MUFU exp2, P per-row FP8 with the same power-of-two scale rule,
+  row sum of the float32 P (the apples-to-apples FP8 baseline on identical operands).
+
+Both GEMMs are FP8 wgmma (QGMMA); each key tile's PV goes into a fresh accumulator and is added to O
+in float32 (the FP8 wgmma accumulator keeps only about 22 bits; the QK scores carry the same ~2^-13
+relative error, so some Stage-A patterns differ from the emulator's by one LSB: the pattern-level rate is
+not measured yet, the output-level difference is, in results/h200/kernels_bench.md).
+
+P of mxfp6/mxfp4 (MXFP6 E2M3) comes in two policies (constexpr P_BLOCKS). Per block (the emulator's
+definition): the block maxima (which also feed the gate) give each 32-key block its E8M0 scale, the
+Stage-A FFMA writes each block in its own units 2^(s_b + 6), where the e4m3 convert rounds exactly as
+E2M3 (clamped at 7.5), and an FP16 power-of-two multiply between two more packed converts rebases the
+blocks onto the row's scale (exact while a block sits at most 11 doublings below the row's top block).
+Per row (faster): one E8M0 per row and key tile (floor(log2 rowmax) - 2): exact for the block that holds
+the row maximum, coarser for lower blocks. Measured against the emulator at (1,4,4096,128), the per-row policy adds 0.57
+percentage points of relative error for mxfp6 and 0.16 for mxfp4 (results/h200/kernels_bench.md).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from fsbench.kernels import tiling
+
+MAGIC = tl.constexpr(12582912.0)        # 1.5 * 2^23
+MAGIC_BITS = tl.constexpr(0x4B400000)   # its float32 bit pattern
+# E2M3 P clamps at 7.5 * 2^-6 (BF16 pattern 15856) in the Stage-A FFMA's .sat: from a base in [1024, 2048) (step
+# 2^-13) the .sat's bound 1 is 8192 patterns above the base's (`gluon_fused` says more)
+P_SAT_FLOOR = tl.constexpr(7664)
+P_SAT_BASE = tl.constexpr(1024.935546875)  # 1024 + 7664 * 2^-13
+
+
+@triton.jit
+def _pow2(e):
+    """2^e for integer tensors from the exponent bits (exact); e < -126 gives 0."""
+    return ((tl.minimum(tl.maximum(e, -127), 127) + 127) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _scores(q, desc_k, kv_row, tile, S_K, BN: tl.constexpr, MASK: tl.constexpr):
+    """Mainloop, first GEMM: raw FP8 scores of one key tile, keys past the sequence set to -inf."""
+    k = desc_k.load([kv_row + tile * BN, 0])
+    s = tl.dot(q, k.T)
+    if MASK:
+        s = tl.where((tile * BN + tl.arange(0, BN) < S_K)[None, :], s, float("-inf"))
+    return s
+
+
+@triton.jit
+def _mark(ptr, need):
+    """Store 1 at the scalar `ptr` from every row where `need` holds: a predicated st.global in the rows'
+    own layout (tl.store would gather the mask through shared memory and two block barriers per tile)."""
+    addr = (ptr.to(tl.int64, bitcast=True) + tl.zeros_like(need.to(tl.int64)))
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p st.global.b8 [$2], $3; mov.b32 $0, 0; }",
+                              "=r,r,l,r", [need.to(tl.int32), addr, tl.full(need.shape, 1, tl.int32)],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _fma_sat(x, y, z):
+    """fma(x, y, z) clamped to [0, 1] by the FFMA itself (.sat; -inf and NaN give 0)."""
+    return tl.inline_asm_elementwise("fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", [x, y, z],
+                                     dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEED: tl.constexpr,
+                  GATE: tl.constexpr, P_EMAX: tl.constexpr, P_SHIFT: tl.constexpr, P_CLAMP: tl.constexpr,
+                  P_BLOCKS: tl.constexpr):
+    """Softmax policy, fused: frozen max, gate and rollback, Stage-A and Stage-B of P.
+
+    The row max of the raw scores comes first, so every per-row constant (rollback shift delta, P's
+    scale exponent) is folded into one saturating FFMA per score that yields the final pattern scaled
+    by 2^-16; adding 1.5 * 2^7 (ulp 2^-16) rounds it half-to-even into the low 16 mantissa bits, which a
+    shift turns into the float32 of the BF16 value for the e4m3x2 convert. Returns (P as E4M3, per-row
+    log2 scale of P, alpha = 2^-delta, m, c, fired) where c = D - 128 m and fired > 0 when a row of
+    the program rolled back on this tile."""
+    if P_BLOCKS:
+        bmax = tl.max(tl.reshape(s, [s.shape[0], s.shape[1] // 32, 32]), 2)  # the gate's and P's maxima
+        smax = tl.max(bmax, 1)
+    else:
+        smax = tl.max(s, 1)
+    a128 = a * 128.0
+    if SEED:
+        m_i = smax * a
+        c_i = D_BIAS - 128.0 * m_i
+    pmax = (tl.fma(smax, a128, c_i) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS
+    need = pmax > gate_p
+    if GATE:
+        fired = tl.max(need.to(tl.int32), 0)  # any row of the program: the rare, uniform rollback branch
+        if fired > 0:
+            tl.store(flags + tile, 1)
+        delta = tl.where(need, tl.ceil((pmax.to(tl.float32) - D_BIAS) * 0.0078125).to(tl.int32), 0)
+        m_i = m_i + delta.to(tl.float32)
+        c_i = c_i - 128.0 * delta.to(tl.float32)
+        pmax = pmax - 128 * delta
+        alpha = _pow2(-delta)
+    else:
+        _mark(flags + tile, need)
+        fired = 0
+        alpha = tl.full(pmax.shape, 1.0, tl.float32)
+    e_p = tl.maximum((pmax >> 7) - 127 - P_EMAX, -127) + P_SHIFT
+    # Stage-A: the pattern of P / 2^e is the integer part of t, whose step is 1 from 192 (2^-16) or from
+    # P_SAT_BASE (2^-13, where .sat clamps E2M3 P at its largest value)
+    if P_CLAMP:
+        step, floor, base = 1.220703125e-04, P_SAT_FLOOR, P_SAT_BASE
+    else:
+        step, floor, base = 1.52587890625e-05, 0, 192.0
+    if P_BLOCKS:
+        # each 32-key block in its own units 2^(s_b + 6): the convert then rounds exactly as E2M3
+        pb = (tl.fma(bmax, a128[:, None], c_i[:, None]) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS
+        s_b = tl.maximum((pb >> 7) - 127 - P_EMAX, -127)  # c and pmax already carry the rollback
+        c_b = (c_i[:, None] - 128.0 * (s_b + 6).to(tl.float32) - floor) * step
+        c_p = tl.reshape(tl.broadcast_to(c_b[:, :, None], [s.shape[0], s.shape[1] // 32, 32]), s.shape)
+    else:
+        c_p = tl.broadcast_to(((c_i - 128.0 * e_p.to(tl.float32) - floor) * step)[:, None], s.shape)
+    t = _fma_sat(s, tl.broadcast_to((a128 * step)[:, None], s.shape), c_p) + base
+    p8 = (t.to(tl.int32, bitcast=True) << 16).to(tl.float32, bitcast=True).to(tl.float8e4nv)
+    if P_BLOCKS:
+        p8 = _rebase_blocks(p8, s_b, e_p)
+    return p8, e_p, alpha, m_i, c_i, fired
+
+
+@triton.jit
+def _rebase_blocks(p8, s_b, e_p):
+    """Re-encode E2M3 values held as E4M3 in per-block units 2^(s_b + 6) into the row's units 2^e_p
+    (e_p = max s_b - 5): a power-of-two multiply in FP16 between two packed converts, exact while a
+    block sits at most 11 doublings below the row's top block."""
+    factor = _pow2(s_b + 6 - e_p[:, None]).to(tl.float16)  # per (row, block): 2^(11 - delta), exact
+    factor = tl.reshape(tl.broadcast_to(factor[:, :, None], [p8.shape[0], p8.shape[1] // 32, 32]), p8.shape)
+    return (p8.to(tl.float16) * factor).to(tl.float8e4nv)
+
+
+@triton.jit
+def _pv_order(p, BN: tl.constexpr):
+    """Keys reordered within each 32-key block, 16h + 8e + 2t + j -> 16h + 4t + 2e + j: thread t of a quad
+    holds P in the wgmma accumulator in the order the FP8 A operand of the PV GEMM wants it, so P needs
+    no shuffles between threads (the prepass stores V's keys in the same order)."""
+    p = tl.reshape(p, [p.shape[0], BN // 32, 2, 2, 4, 2])
+    return tl.reshape(tl.permute(p, [0, 1, 2, 4, 3, 5]), [p.shape[0], BN])
+
+
+@triton.jit
+def _conventional_policy(s, a, m_i, P_EMAX: tl.constexpr):
+    """Softmax policy, conventional: online max, MUFU exp2, P per-row FP8 (scale 2^(floor(log2 max P)-7)).
+
+    Returns (P as E4M3, log2 scale of P, alpha, m, float32 row sum of P in units of the scale)."""
+    tmax = tl.max(s, 1) * a
+    m_new = tl.maximum(m_i, tmax)
+    alpha = tl.math.exp2(m_i - m_new)
+    e_p = tl.maximum(tl.floor(tmax - m_new).to(tl.int32) - P_EMAX, -127)
+    p = tl.math.exp2(tl.fma(s, a[:, None], -(m_new + e_p.to(tl.float32))[:, None]))
+    return p.to(tl.float8e4nv), e_p, alpha, m_new, tl.sum(p, 1)
+
+
+@triton.jit
+def _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_ptr, v_scale_ptr, flags,
+                 kv_row, v_row, tile, S_K, gate_p,
+                 BN: tl.constexpr, D_BIAS: tl.constexpr, FUSED: tl.constexpr, SEED: tl.constexpr,
+                 MASK: tl.constexpr, GATE: tl.constexpr, P_EMAX: tl.constexpr, P_SHIFT: tl.constexpr,
+                 P_CLAMP: tl.constexpr, P_BLOCKS: tl.constexpr):
+    """One key tile: scores, softmax policy, PV into a fresh accumulator, float32 update of O and l."""
+    s = _scores(q, desc_k, kv_row, tile, S_K, BN, MASK)
+    a = q_scale * tl.load(k_scale_ptr + tile)
+    if FUSED:
+        p8, e_p, alpha, m_i, c_i, fired = _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS, SEED, GATE,
+                                                        P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+        p8 = _pv_order(p8, BN)
+        row_sum = tl.sum(tl.dot(p8, ones), 1)
+    else:
+        p8, e_p, alpha, m_i, row_sum = _conventional_policy(s, a, m_i, P_EMAX)
+        p8 = _pv_order(p8, BN)
+    v = desc_v.load([v_row, tile * BN]).T
+    pv = tl.dot(p8, v)
+    scale = _pow2(e_p) * tl.load(v_scale_ptr + tile)
+    if FUSED:
+        if fired > 0:  # O is rescaled only on a rollback (alpha is 1 in every other row and tile)
+            acc = acc * alpha[:, None]
+        acc = tl.fma(pv, scale[:, None], acc)
+    else:
+        acc = tl.fma(pv, scale[:, None], acc * alpha[:, None])
+    l_i = l_i * alpha + row_sum * _pow2(e_p)
+    return acc, l_i, m_i, c_i
+
+
+@triton.jit
+def _epilogue(acc, l_i, out_ptr, bh, rows, S_Q, D: tl.constexpr):
+    """O / l in the output dtype; query rows past the sequence are not written."""
+    out = acc * (1.0 / l_i)[:, None]
+    cols = tl.arange(0, D)
+    ptrs = out_ptr + (bh * S_Q + rows[:, None]) * D + cols[None, :]
+    tl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=(rows < S_Q)[:, None])
+
+
+def _set_q_block(nargs: dict) -> None:
+    """The Q descriptor's block follows the configuration's query tile."""
+    nargs["desc_q"].block_shape = [nargs["BM"], nargs["D"]]
+
+
+def _configs() -> list[triton.Config]:
+    return [triton.Config({"BM": t.block_m}, num_warps=t.num_warps, num_stages=t.num_stages,
+                          maxnreg=t.max_registers, pre_hook=_set_q_block) for t in tiling.candidates()]
+
+
+def _prune(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    head_dim = named_args.get("D", kwargs.get("D"))
+    return [c for c in configs
+            if tiling.keep(tiling.Tiling(c.kwargs["BM"], tiling.BLOCK_N, c.num_warps, c.num_stages), head_dim)]
+
+
+@triton.autotune(configs=_configs(), key=["D", "FUSED", "GATE", "P_EMAX", "P_CLAMP", "P_BLOCKS"],
+                 prune_configs_by={"early_config_prune": _prune})
+@triton.jit
+def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flag_ptr,
+                     S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p,
+                     D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAT_M: tl.constexpr,
+                     D_BIAS: tl.constexpr, FUSED: tl.constexpr, GATE: tl.constexpr, P_EMAX: tl.constexpr,
+                     P_SHIFT: tl.constexpr, P_CLAMP: tl.constexpr, P_BLOCKS: tl.constexpr):
+    """One program = one query tile of one (batch, head); streams all key tiles (tile 0 and the last,
+    partial one peeled). Gate flags go to the program's STAT_M-row statistics tile."""
+    qt, bh = tl.program_id(0), tl.program_id(1)
+    rows = qt * BM + tl.arange(0, BM)
+    q = desc_q.load([bh * S_QPAD + qt * BM, 0])
+    q_scale = tl.load(q_scale_ptr + bh * S_QPAD + rows)
+    kv_row, v_row = bh * S_KPAD, bh * D
+    k_scale_ptr += bh * N_KT
+    v_scale_ptr += bh * N_KT
+    flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
+    ones = tl.where((tl.arange(0, 16)[None, :] == 0) & (tl.arange(0, BN)[:, None] >= 0), 1.0, 0.0)
+    ones = ones.to(tl.float8e4nv)  # [BN, 16]: column 0 ones, so the MMA's row sum is column 0
+    acc = tl.zeros([BM, D], tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    c_i = tl.zeros([BM], tl.float32)
+    acc, l_i, m_i, c_i = _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_ptr,
+                                      v_scale_ptr, flags, kv_row, v_row, 0, S_K, gate_p, BN, D_BIAS, FUSED,
+                                      True, True, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+    for tile in tl.range(1, N_KT - 1):
+        acc, l_i, m_i, c_i = _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_ptr,
+                                          v_scale_ptr, flags, kv_row, v_row, tile, S_K, gate_p, BN, D_BIAS,
+                                          FUSED, False, False, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+    if N_KT > 1:
+        acc, l_i, m_i, c_i = _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_ptr,
+                                          v_scale_ptr, flags, kv_row, v_row, N_KT - 1, S_K, gate_p, BN, D_BIAS,
+                                          FUSED, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+    _epilogue(acc, l_i, out_ptr, bh, rows, S_Q, D)

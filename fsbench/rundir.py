@@ -1,0 +1,89 @@
+"""The run folder: its layout, the benchmark's name and the manifest's schema, in one place for the harness (which
+writes runs) and eval (which reads them).
+
+Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
+
+    RUN/manifest.json
+    RUN/latent.pt                                       the fixed initial latent (float32)
+    RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/performance/run_1/mlperf_log_{summary.txt,detail.txt,accuracy.json}
+    RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/accuracy/mlperf_log_{summary.txt,detail.txt,accuracy.json}
+    RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/performance/run_1/mlperf_log_*   with --audit TEST04
+    RUN/videos/<prompt>-0.mp4                           fps from the settings (16)
+    RUN/capture/<Scenario>-<mode>/{calls.jsonl,summary.json,qkv/*.pt}   with --capture
+    RUN/eval/                                           scores written by `fsbench eval`
+
+The manifest's keys (all JSON):
+
+- `model`: tiny | a14b-synthetic | checkpoint path; `preset`: mlperf | paper; `system`; `device`
+  ({type, name, dtype, count}); `git_commit`; `created` and `date` (first and latest write, ISO 8601 UTC)
+- `settings`: height, width, num_frames, fps, steps, guidance_scale, guidance_scale_2, boundary_ratio,
+  flow_shift, seed, negative_prompt, preset, and `latent` {sha256 (of the float32 values), file
+  ("latent.pt", relative to RUN), source ("seed 42" or the --latent path), shape}
+- `schedule`: {name, spec (canonical rule string), by_step (format label of every step)}
+- `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count}
+- `versions`: {python, torch, diffusers, transformers, mlcommons-loadgen, fsbench}
+- `videos`: "videos" (folder relative to RUN; one `<prompt>-0.mp4` per prompt)
+- `results`: {<Scenario>: {<mode>: summary}} with <mode> performance | accuracy. A performance summary
+  has validity ("VALID"|"INVALID"), valid (bool), invalid_reasons (list of str), latency_{min,mean,p50,
+  p90,p99,max}_ns, early_stopping_latency_ns (SingleStream), samples_per_second, query_count, samples,
+  wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
+  capture {dir, calls} with --capture. An accuracy summary has samples, videos_generated,
+  videos_reused, accuracy_log and log_dir (relative to RUN), wall_s. Either summary of a run on several
+  processes (`fsbench run --gpus N`) has parallel {processes, device, cfg, ulysses, replicas, backend,
+  device_name, launcher, samples_per_replica (Offline)}
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fsbench.errors import FsbenchError
+
+BENCHMARK = "wan-2.2-t2v-a14b"
+MANIFEST = "manifest.json"
+LATENT = "latent.pt"
+VIDEOS = "videos"
+EVAL = "eval"
+VIDEO_SUFFIX = "-0.mp4"
+
+
+def video_name(prompt: str) -> str:
+    """The file name of `prompt`'s video, as MLPerf's accuracy script and VBench expect it."""
+    return f"{prompt}{VIDEO_SUFFIX}"
+
+
+def loadgen_dir(run: Path, system: str, scenario: str, mode: str, audit: str | None = None) -> Path:
+    """Where LoadGen writes its logs for `scenario` (SingleStream|Offline) and `mode` (performance|accuracy);
+    a compliance audit (TEST04) run keeps them under <Scenario>/<audit>/performance/run_1."""
+    base = run / system / BENCHMARK / scenario
+    if audit:
+        base = base / audit
+    return base / "performance" / "run_1" if mode == "performance" else base / "accuracy"
+
+
+def videos_dir(run: Path) -> Path:
+    return run / VIDEOS
+
+
+def eval_dir(run: Path) -> Path:
+    return run / EVAL
+
+
+def capture_dir(run: Path, scenario: str, mode: str) -> Path:
+    return run / "capture" / f"{scenario}-{mode}"
+
+
+def load_manifest(run: Path | str) -> dict[str, Any]:
+    """The run's manifest (keys above); a missing or unreadable one is a one-line error naming the file."""
+    path = Path(run) / MANIFEST
+    if not path.is_file():
+        raise FsbenchError(f"{run} is not a run folder (no {MANIFEST}): pass a folder written by `fsbench run` or "
+                           "`fsbench sweep`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FsbenchError(f"{path} is not valid JSON ({exc}): rerun the run or fix the file") from exc
+    if not isinstance(manifest, dict):
+        raise FsbenchError(f"{path} is not a manifest (a JSON object): rerun the run or fix the file")
+    return manifest
