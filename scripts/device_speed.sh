@@ -7,7 +7,7 @@
 #   OUT=A scripts/device_speed.sh                                                   # eager: every part
 #   OUT=B scripts/device_speed.sh --compile --parts forwards --gemms bf16 --repeats 2  # compiled blocks
 #   OUT=C scripts/device_speed.sh --compile --parts forwards --gemms fp8 --repeats 2   # (compiling: ~2 min)
-# then, on any machine: python3 scripts/device_speed.py assemble A B C --out results/h200/speed
+# then, on any machine: python3 scripts/device_speed.py assemble A B C --out results/h200/e2e
 # (one table per compile setting; the compiled one takes text, VAE, mp4 and LoadGen parts from A).
 # Extra arguments go to `device_speed.py measure`.
 set -euo pipefail

@@ -39,7 +39,7 @@ def test_gluon_math_warpgroups_take_turns_through_named_barriers(gluon_fused_sas
 
 def test_gluon_fused_policy_feeds_p_from_shared_memory_and_skips_the_rescale_by_warp_vote(gluon_fused_sass):
     """P reaches the PV and row-sum GEMMs through shared memory (stmatrix, then every QGMMA reads both operands
-    by descriptor), and the O rescale sits behind a warp vote (the schedule measured in kernels_bench.md)."""
+    by descriptor), and the O rescale sits behind a warp vote (the schedule measured in results/log/)."""
     qgmma = re.findall(r"QGMMA\.\S+ R\d+, (\w+)", gluon_fused_sass)
     assert qgmma and set(qgmma) == {"gdesc"}
     assert "STSM" in gluon_fused_sass

@@ -117,7 +117,7 @@ def test_import_fsbench_is_cheap_and_reaches_the_kernels_lazily():
 
 
 _PROCESS_WORDS = re.compile(
-    r"session[ _-]?[0-9]|round[ _-]?[0-9]|call[0-9]|\.carry|\bissues? ?#?[0-9]+|(?<![\w&#])#[0-9]+\b", re.IGNORECASE)
+    r"session[ _-]?[0-9]|round[ _-]?[0-9]|call[0-9]|\.carry|\bissues? ?#?[0-9]+|(?<![\w&#)])#[0-9]+\b", re.IGNORECASE)
 
 
 def _tracked_files() -> list[str]:

@@ -42,7 +42,7 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, i
 
 def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> str:
     """What "auto" runs: SDPA for bf16; on Hopper the Gluon kernel where it applies (head_dim 128; the
-    faster one, results/h200/kernels_bench.md), else the Triton kernel; elsewhere the emulator."""
+    faster one, results/log/), else the Triton kernel; elsewhere the emulator."""
     if impl != "auto":
         return impl
     if fmt == "bf16":

@@ -13,12 +13,13 @@ per key tile j,
 
 and the turns alternate between the two through two named barriers, so that the tensor cores run one
 warpgroup's GEMMs while the other computes its softmax. Without them, warpgroups (or the programs sharing
-an SM) fall into lock step, GEMMs beside GEMMs and softmax beside softmax: results/h200/ncu_attention.md.
+an SM) fall into lock step, GEMMs beside GEMMs and softmax beside softmax:
+results/h200/kernels/profile/ncu_attention.md.
 In the fused policy P goes to the PV GEMM through shared memory, not registers: PV_j then runs under the
 warpgroup's own next policy (FA3's intra-warpgroup overlap) without two P operands in registers beside O, PV
 and S, which the 240 registers a math warpgroup gets do not hold. The conventional policy, the baseline, keeps
 P in registers and waits for PV_j in its turn, which measured faster for it (830 vs 800 TFLOP/s). A/B on the
-H200: results/h200/kernels_bench.md.
+H200: results/log/.
 Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop. K and V arrive in the
 prepass's "thread" key order (`triton_prepass.KEY_ORDERS`): each quad thread holds one MX block of P per row.
 """
@@ -525,7 +526,7 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
         mbarrier.init(ring[2].index(i), count=1)
         mbarrier.init(ring[3].index(i), count=2)
     ones_layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
-    # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, kernels_bench.md)
+    # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, results/log/)
     SUM_N: gl.constexpr = 8
     # the row-sum MMA's B: column 0 all ones, built from E4M3 bit patterns (0x38 = 1.0): ptxas 12.8 folds a
     # converted pair duplicated into one register into an F2FP that merges in an unrelated register

@@ -8,7 +8,7 @@ mxfp6/mxfp4, `mx_p_scale="block"` (default: P's E8M0 per 32 keys, the emulator's
 (one per row and key tile: fewer instructions, coarser P for blocks below the row's maximum).
 Float32 inputs are rounded to bfloat16 before the prepass. `engine="gluon"` launches the same
 computation written in Gluon (`kernels.gluon_fused`): two math warpgroups per program take turns at the
-tensor cores (FA3's ping-pong), which plain Triton cannot express (results/h200/kernels_bench.md).
+tensor cores (FA3's ping-pong), which plain Triton cannot express (results/log/).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ One body, two softmax policies chosen by the constexpr FUSED:
 Both GEMMs are FP8 wgmma (QGMMA); each key tile's PV goes into a fresh accumulator and is added to O
 in float32 (the FP8 wgmma accumulator keeps only about 22 bits; the QK scores carry the same ~2^-13
 relative error, so some Stage-A patterns differ from the emulator's by one LSB: the pattern-level rate is
-not measured yet, the output-level difference is, in results/h200/kernels_bench.md).
+not measured yet, the output-level difference is, in results/log/).
 
 P of mxfp6/mxfp4 (MXFP6 E2M3) comes in two policies (constexpr P_BLOCKS). Per block (the emulator's
 definition): the block maxima (which also feed the gate) give each 32-key block its E8M0 scale, the
@@ -23,7 +23,7 @@ E2M3 (clamped at 7.5), and an FP16 power-of-two multiply between two more packed
 blocks onto the row's scale (exact while a block sits at most 11 doublings below the row's top block).
 Per row (faster): one E8M0 per row and key tile (floor(log2 rowmax) - 2): exact for the block that holds
 the row maximum, coarser for lower blocks. Measured against the emulator at (1,4,4096,128), the per-row policy adds 0.57
-percentage points of relative error for mxfp6 and 0.16 for mxfp4 (results/h200/kernels_bench.md).
+percentage points of relative error for mxfp6 and 0.16 for mxfp4 (results/log/).
 """
 from __future__ import annotations
 
