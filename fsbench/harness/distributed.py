@@ -156,7 +156,7 @@ def launch_passes(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]
         rank = int(os.environ["RANK"])
         return _serve(rank, int(os.environ["LOCAL_RANK"]), tuple(jobs), "env://", on_summary if rank == 0 else None)
     layout = jobs[0].layout
-    port = _free_port()
+    port = free_port()
     context = torch.multiprocessing.get_context("fork" if layout.device == "cpu" else "spawn")
     workers = [context.Process(target=_worker, args=(rank, tuple(jobs), port), name=f"fsbench-rank{rank}")
                for rank in range(1, layout.processes)]
@@ -167,7 +167,7 @@ def launch_passes(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]
         summaries = _serve(0, 0, tuple(jobs), f"tcp://127.0.0.1:{port}", on_summary)
         finished = True
     finally:
-        _reap(workers, grace_s=60.0 if finished else 5.0)
+        reap(workers, grace_s=60.0 if finished else 5.0)
     failed = [f"rank {w.name.removeprefix('fsbench-rank')} (exit code {w.exitcode})" for w in workers if w.exitcode]
     if failed:
         raise RuntimeError(f"worker {', '.join(failed)} failed; its traceback is above")
@@ -178,7 +178,7 @@ def _worker(rank: int, jobs: tuple[Job, ...], port: int) -> None:
     _serve(rank, rank, jobs, f"tcp://127.0.0.1:{port}")
 
 
-def _reap(workers: list[Any], grace_s: float) -> None:
+def reap(workers: list[Any], grace_s: float) -> None:
     """Wait for the workers to finish their loops, then stop any that did not (a failed rank 0 leaves them waiting)."""
     deadline = time.monotonic() + grace_s
     for worker in workers:
@@ -192,7 +192,7 @@ def _reap(workers: list[Any], grace_s: float) -> None:
             worker.join()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

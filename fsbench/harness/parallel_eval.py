@@ -1,0 +1,85 @@
+"""`fsbench eval --gpus N`: PSNR, SSIM and LPIPS of a run scored by N processes, one per GPU (one per CPU share
+on a machine without CUDA), also under torchrun.
+
+Rank r scores every N-th prompt from the r-th into the run's per-prompt store (RUN/eval/fidelity/<prompt>.json,
+each written atomically by the one rank that owns the prompt); after a barrier over gloo, rank 0 goes on to
+`fidelity.evaluate`, which reads every prompt back and writes the summary. The values are therefore those of one
+process by construction, and an interrupted evaluation resumes on any N.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from fsbench.errors import FsbenchError
+from fsbench.harness.distributed import TIMEOUT_ENV, free_port, reap, torchrun_world
+
+
+def processes(gpus: int | None) -> int:
+    """How many ranks score: torchrun's WORLD_SIZE, else --gpus (at most the CUDA devices here), else 1."""
+    launched = torchrun_world()
+    if launched is not None and gpus is not None and gpus != launched:
+        raise FsbenchError(f"--gpus {gpus} under torchrun with WORLD_SIZE {launched}; drop --gpus or match it")
+    n = launched or gpus or 1
+    if n < 1:
+        raise FsbenchError(f"--gpus must be at least 1, got {n}")
+    if torch.cuda.is_available() and n > torch.cuda.device_count():
+        raise FsbenchError(f"--gpus {n}: this host has {torch.cuda.device_count()} CUDA device(s)")
+    return n
+
+
+def leads() -> bool:
+    """Whether this process summarizes and runs VBench: always, except a torchrun rank other than 0."""
+    return torchrun_world() is None or int(os.environ["RANK"]) == 0
+
+
+def score_fidelity(run: Path, reference: Path, metrics: Sequence[str], n: int) -> None:
+    """Score the run's prompts on `n` ranks (this process one of them) into the per-prompt store."""
+    from fsbench.eval import fidelity
+    from fsbench.eval.runs import Run
+
+    fidelity.check_same_settings(Run.open(run), Run.open(reference))  # one clear line, not one per rank
+    if torchrun_world() is not None:
+        _score_share(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), n, run, reference, tuple(metrics),
+                     "env://")
+        return
+    port = free_port()
+    context = torch.multiprocessing.get_context("spawn" if torch.cuda.is_available() else "fork")
+    init = f"tcp://127.0.0.1:{port}"
+    workers = [context.Process(target=_score_share, args=(rank, rank, n, run, reference, tuple(metrics), init),
+                               name=f"fsbench-eval-rank{rank}") for rank in range(1, n)]
+    for worker in workers:
+        worker.start()
+    finished = False
+    try:
+        _score_share(0, 0, n, run, reference, tuple(metrics), init)
+        finished = True
+    finally:
+        reap(workers, grace_s=60.0 if finished else 5.0)
+    failed = [f"{w.name} (exit code {w.exitcode})" for w in workers if w.exitcode]
+    if failed:
+        raise RuntimeError(f"{', '.join(failed)} failed; its traceback is above")
+
+
+def _score_share(rank: int, local_rank: int, n: int, run: Path, reference: Path, metrics: tuple[str, ...],
+                 init_method: str) -> None:
+    """One rank: score prompts rank, rank + n, ... with its own GPU (or CPU share), then wait for the others."""
+    from fsbench.eval import fidelity
+    from fsbench.eval.runs import Run
+
+    device = f"cuda:{local_rank}" if torch.cuda.is_available() else None
+    cores = max(1, (os.cpu_count() or 1) // n)
+    timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, 1800)))
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n, timeout=timeout)
+    try:
+        test = Run.open(run)
+        share = test.prompts()[rank::n]
+        fidelity.score(test, Run.open(reference), share, metrics, workers=cores, device=device)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
