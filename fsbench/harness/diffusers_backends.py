@@ -1,6 +1,6 @@
 """The MX kernels as diffusers attention backends: `model.set_attention_backend("fsbench_mxfp8")`.
 
-diffusers (0.35 and later) dispatches every attention of a model through `attention_dispatch`'s backend registry.
+Recent diffusers dispatch every attention of a model through `attention_dispatch`'s backend registry.
 A registered backend receives q, k and v in BSHD after the processor's projections, norms and RoPE, so it runs the
 plain kernel (`fsbench.kernels.attention`, no fused prepass) with one format for every call: self- and
 cross-attention, every step and layer. For a per-step, per-layer schedule use `fsbench.apply`.
