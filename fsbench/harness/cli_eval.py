@@ -38,8 +38,8 @@ def _warn(text: str) -> None:
 @click.option("--workers", type=int, default=None,
               help="Processes for PSNR/SSIM/LPIPS [default: all cores, at most 32].")
 @click.option("--gpus", type=int,
-              help="Score PSNR/SSIM/LPIPS on N processes, one per GPU, each a share of the prompts "
-                   "[default: 1, or torchrun's WORLD_SIZE].")
+              help="Score PSNR/SSIM/LPIPS on N processes, one per GPU, each a share of the prompts, and deal "
+                   "VBench's dimensions over the N GPUs [default: 1, or torchrun's WORLD_SIZE].")
 def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | None, gpus: int | None) -> None:
     """Score RUN's videos against the BF16 run and with VBench; results go to RUN/eval/ (reruns resume)."""
     from fsbench.eval import weights
@@ -61,7 +61,7 @@ def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | Non
     if fidelity_metrics:
         incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
     if "vbench" in chosen:
-        incomplete += _vbench(run_folder)
+        incomplete += _vbench(run_folder, parallel_eval.local_processes(ranks))
     click.echo(f"results: {run_folder.eval_dir}")
     if any("weights missing" in item for item in incomplete):
         _warn(weights.FETCH_HINT)
@@ -91,13 +91,14 @@ def _fidelity(run, reference, metrics: list[str], workers: int) -> list[str]:
     return incomplete + [f"{m} not computed (weights missing)" for m in result.not_computed]
 
 
-def _vbench(run) -> list[str]:
-    """VBench with a progress bar over the dimensions that can run; returns what kept it from being complete."""
+def _vbench(run, gpus: int) -> list[str]:
+    """VBench with a progress bar over the dimensions that can run (dealt over `gpus` GPUs); returns what kept it
+    from being complete."""
     from fsbench.eval import vbench_adapter
 
     runnable = len(vbench_adapter.DIMENSIONS) - len(vbench_adapter.missing_weights(vbench_adapter.DIMENSIONS))
     with tqdm(total=runnable, desc="vbench", unit="dimension") as bar:
-        summary = vbench_adapter.evaluate(run, on_dimension=lambda _: bar.update())
+        summary = vbench_adapter.evaluate(run, on_dimension=lambda _: bar.update(), gpus=gpus)
     for message in summary["not_computed"].values():
         _warn(message)
     dims = "  ".join(f"{d} {100 * v['score']:.2f}" for d, v in summary["dimensions"].items() if v["score"] is not None)

@@ -1,5 +1,6 @@
 """`fsbench eval --gpus N`: PSNR, SSIM and LPIPS of a run scored by N processes, one per GPU (one per CPU share
-on a machine without CUDA), also under torchrun.
+on a machine without CUDA), also under torchrun. (VBench's dimensions are dealt over the GPUs by
+`eval.vbench_adapter`, in VBench's own processes, from rank 0.)
 
 Rank r scores every N-th prompt from the r-th into the run's per-prompt store (RUN/eval/fidelity/<prompt>.json,
 each written atomically by the one rank that owns the prompt); after a barrier over gloo, rank 0 goes on to
@@ -31,6 +32,11 @@ def processes(gpus: int | None) -> int:
     if torch.cuda.is_available() and n > torch.cuda.device_count():
         raise FsbenchError(f"--gpus {n}: this host has {torch.cuda.device_count()} CUDA device(s)")
     return n
+
+
+def local_processes(n: int) -> int:
+    """The ranks on this host (torchrun's LOCAL_WORLD_SIZE): the GPUs rank 0 may deal VBench's dimensions over."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", n)) if torchrun_world() is not None else n
 
 
 def leads() -> bool:
