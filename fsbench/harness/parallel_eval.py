@@ -9,16 +9,23 @@ process by construction, and an interrupted evaluation resumes on any N.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import shutil
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from tqdm.auto import tqdm
 
 from fsbench.errors import FsbenchError
 from fsbench.harness.distributed import TIMEOUT_ENV, free_port, reap, torchrun_world
+from fsbench.harness.results import atomic_write_text
+
+PROGRESS_DIR = ".progress"  # under RUN/eval/, while ranks score
 
 
 def processes(gpus: int | None) -> int:
@@ -82,10 +89,51 @@ def _score_share(rank: int, local_rank: int, n: int, run: Path, reference: Path,
     cores = max(1, (os.cpu_count() or 1) // n)
     timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, 1800)))
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n, timeout=timeout)
+    test = Run.open(run)
+    progress = _Progress(test.eval_dir / PROGRESS_DIR, rank, n, len(test.prompts()))
     try:
-        test = Run.open(run)
         share = test.prompts()[rank::n]
-        fidelity.score(test, Run.open(reference), share, metrics, workers=cores, device=device)
+        fidelity.score(test, Run.open(reference), share, metrics, workers=cores, device=device,
+                       on_prompt=progress.advance)
         dist.barrier()
     finally:
+        progress.close()
         dist.destroy_process_group()
+
+
+class _Progress:
+    """One progress line for all ranks: each rank keeps its count of finished prompts in PROGRESS_DIR/rank<r>,
+    and rank 0 shows their sum (files work under torchrun too, where the ranks share nothing but the run)."""
+
+    def __init__(self, folder: Path, rank: int, n: int, total: int):
+        self.folder, self.rank, self.n, self.done = folder, rank, n, 0
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.folder / f"rank{rank}", "0")
+        self.stop = threading.Event()
+        self.thread = None
+        if rank == 0:
+            self.thread = threading.Thread(target=self._show, args=(total,), daemon=True)
+            self.thread.start()
+
+    def advance(self, _prompt: str) -> None:
+        self.done += 1
+        atomic_write_text(self.folder / f"rank{self.rank}", str(self.done))
+
+    def _show(self, total: int) -> None:
+        with tqdm(total=total, desc=f"fidelity ({self.n} ranks)", unit="prompt") as bar:
+            while not self.stop.wait(0.5):
+                bar.update(self._sum() - bar.n)
+            bar.update(self._sum() - bar.n)
+
+    def _sum(self) -> int:
+        done = 0
+        for r in range(self.n):
+            with contextlib.suppress(OSError, ValueError):
+                done += int((self.folder / f"rank{r}").read_text())
+        return done
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
+            shutil.rmtree(self.folder, ignore_errors=True)
