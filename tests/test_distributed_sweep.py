@@ -123,3 +123,14 @@ def test_interrupted_two_process_sweep_resumes_without_regenerating_finished_vid
     summary = accuracy(out / "bf16")
     assert (summary["videos_reused"], summary["videos_generated"]) == (len(finished),
                                                                        len(TINY_PROMPTS) - len(finished))
+
+
+@pytest.mark.parametrize("command", ["sweep", "eval"])
+def test_gpus_below_one_is_one_clear_line_and_exit_2_before_any_work(tmp_path, command):
+    out = tmp_path / "out"
+    args = ["sweep", "--out", out, *SMALL] if command == "sweep" else ["eval", tmp_path, "--reference", tmp_path]
+    result = CliRunner().invoke(main, [str(a) for a in [*args, "--gpus", 0]])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fsbench: error: ") and "--gpus" in lines[0], lines
+    assert list(tmp_path.iterdir()) == []

@@ -74,6 +74,19 @@ def torchrun_world() -> int | None:
     return None
 
 
+def process_count(gpus: int | None, cuda: bool) -> int:
+    """The ranks of a run: torchrun's WORLD_SIZE, else --gpus (on CUDA at most this host's devices), else 1."""
+    launched = torchrun_world()
+    if launched is not None and gpus is not None and gpus != launched:
+        raise FsbenchError(f"--gpus {gpus} under torchrun with WORLD_SIZE {launched}; drop --gpus or match it")
+    n = launched or (1 if gpus is None else gpus)
+    if n < 1:
+        raise FsbenchError(f"--gpus must be at least 1, got {n}")
+    if cuda and launched is None and n > torch.cuda.device_count():
+        raise FsbenchError(f"--gpus {n}: this host has {torch.cuda.device_count()} CUDA device(s)")
+    return n
+
+
 def plan(scenario: str, spec: runner.RunSpec, gpus: int | None, cfg: int | None, ulysses: int | None,
          device: str = "auto", capture: bool = False) -> Layout:
     """Check the parallel options against the scenario, the model and this host before any work starts."""
@@ -81,14 +94,7 @@ def plan(scenario: str, spec: runner.RunSpec, gpus: int | None, cfg: int | None,
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise FsbenchError("--device cuda: no CUDA device here; use --device cpu")
     pipeline.check_device(spec.model, resolved)
-    launched = torchrun_world()
-    if launched is not None and gpus is not None and gpus != launched:
-        raise FsbenchError(f"--gpus {gpus} under torchrun with WORLD_SIZE {launched}; drop --gpus or match it")
-    n = launched or gpus or 1
-    if n < 1:
-        raise FsbenchError(f"--gpus must be at least 1, got {n}")
-    if resolved.type == "cuda" and launched is None and n > torch.cuda.device_count():
-        raise FsbenchError(f"--gpus {n}: this host has {torch.cuda.device_count()} CUDA device(s)")
+    n = process_count(gpus, resolved.type == "cuda")
     if n > 1 and capture:
         raise FsbenchError("--capture records one process's attention calls; run it without --gpus")
     if scenario == "Offline":

@@ -21,8 +21,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from fsbench.errors import FsbenchError
-from fsbench.harness.distributed import TIMEOUT_ENV, free_port, reap, torchrun_world
+from fsbench.harness.distributed import TIMEOUT_ENV, free_port, process_count, reap, torchrun_world
 from fsbench.harness.results import atomic_write_text
 
 PROGRESS_DIR = ".progress"  # under RUN/eval/, while ranks score
@@ -30,15 +29,7 @@ PROGRESS_DIR = ".progress"  # under RUN/eval/, while ranks score
 
 def processes(gpus: int | None) -> int:
     """How many ranks score: torchrun's WORLD_SIZE, else --gpus (at most the CUDA devices here), else 1."""
-    launched = torchrun_world()
-    if launched is not None and gpus is not None and gpus != launched:
-        raise FsbenchError(f"--gpus {gpus} under torchrun with WORLD_SIZE {launched}; drop --gpus or match it")
-    n = launched or gpus or 1
-    if n < 1:
-        raise FsbenchError(f"--gpus must be at least 1, got {n}")
-    if torch.cuda.is_available() and n > torch.cuda.device_count():
-        raise FsbenchError(f"--gpus {n}: this host has {torch.cuda.device_count()} CUDA device(s)")
-    return n
+    return process_count(gpus, torch.cuda.is_available())
 
 
 def local_processes(n: int) -> int:
