@@ -258,7 +258,7 @@ def test_complete_mlperf_run_gets_accuracy_txt_with_the_mean_of_six(tmp_path, sh
     assert len(list((accuracy / "videos").iterdir())) == 10
 
 
-RECORDING_RUNNER = '''"""Stands in for vbench_runner.py: records which GPU and process scored each dimension, score 0.5."""
+RECORDING_RUNNER = '''"""Stands in for vbench_runner.py: records the GPU and process of each dimension, score 0.5."""
 import json, os, sys
 job = json.load(open(sys.argv[1]))
 os.makedirs(job["results_dir"], exist_ok=True)

@@ -33,9 +33,9 @@ class ScheduledAttention:
         self.router = SelfAttentionRouter(self.resolved(steps), impl=impl, capture=self.capture)
         self._timesteps: torch.Tensor | None = None
         self._values: list[float] = []
+        self.router.install(pipe)
         self._hooks = [model.register_forward_pre_hook(self._locate_step, prepend=True, with_kwargs=True)
                        for model in _experts(pipe)]
-        self.router.install(pipe)
 
     def resolved(self, steps: int) -> ResolvedSchedule:
         """The schedule's format table for a call of `steps` denoising steps."""
@@ -76,7 +76,7 @@ class ScheduledAttention:
         step is where this forward's timestep stands among the call's timesteps."""
         timesteps = self.pipe.scheduler.timesteps
         if timesteps is not self._timesteps:
-            self._timesteps, self._values = timesteps, [float(t) for t in timesteps]
+            self._timesteps, self._values = timesteps, [float(t) for t in timesteps.tolist()]
             self.router.schedule = self.resolved(len(self._values))
             self.router.begin_video(self.router.video + 1)
         timestep = kwargs["timestep"] if "timestep" in kwargs else args[1]
@@ -94,7 +94,8 @@ def apply(pipe: Any, schedule: str | Schedule = "hybrid", impl: str = "auto", *,
     or a parsed `Schedule`; `impl`: the kernel for the MX formats (auto: Gluon/Triton on an H200, else the emulator);
     `capture`: record every call's statistics in the handle (each call then waits for the GPU); `steps`: the step
     count the schedule is checked against now [default: the pipeline's default, 50], each call still resolving it
-    for its own `num_inference_steps`. Also registers the kernels as diffusers attention backends where diffusers has the registry.
+    for its own `num_inference_steps`. Also registers the kernels as diffusers attention backends where diffusers
+    has the registry.
     """
     from fsbench.harness import diffusers_backends
 
