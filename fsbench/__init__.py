@@ -1,7 +1,9 @@
 """fsbench: an MLPerf-style benchmark harness for text-to-video diffusion with quantized Fused-Softmax attention.
 
 Importing the package does no work (no torch, no CUDA); the public entry points load their modules on first use:
-`fsbench.kernels.attention` (the attention kernels) and `fsbench.attention` (the same function).
+`fsbench.kernels.attention` (the attention kernels), `fsbench.attention` (the same function), `fsbench.apply`
+(a precision schedule on a diffusers Wan pipeline) and `fsbench.register_attention_backends` (the MX kernels as
+diffusers attention backends).
 """
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from typing import Any
 __version__ = "0.2.0"
 
 _LAZY = {"attention": ("fsbench.kernels", "attention"),
-         "attention_with_stats": ("fsbench.kernels", "attention_with_stats")}
+         "attention_with_stats": ("fsbench.kernels", "attention_with_stats"),
+         "apply": ("fsbench.harness.apply", "apply"),
+         "register_attention_backends": ("fsbench.harness.diffusers_backends", "register")}
 
 
 def __getattr__(name: str) -> Any:

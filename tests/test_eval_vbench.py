@@ -256,3 +256,40 @@ def test_complete_mlperf_run_gets_accuracy_txt_with_the_mean_of_six(tmp_path, sh
     line = (accuracy / "accuracy.txt").read_text().splitlines()[0]
     assert float(re.match(CHECKER_REGEX, line).group(1)) == pytest.approx(expected, abs=1e-4)
     assert len(list((accuracy / "videos").iterdir())) == 10
+
+
+RECORDING_RUNNER = '''"""Stands in for vbench_runner.py: records the GPU and process of each dimension, score 0.5."""
+import json, os, sys
+job = json.load(open(sys.argv[1]))
+os.makedirs(job["results_dir"], exist_ok=True)
+for dim in job["dimensions"]:
+    path = os.path.join(job["results_dir"], dim + ".json")
+    json.dump({"dimension": dim, "score": 0.5, "videos": [], "gpu": os.environ["CUDA_VISIBLE_DEVICES"],
+               "pid": os.getpid()}, open(path, "w"))
+    print(json.dumps({"dimension": dim, "result": path}), flush=True)
+'''
+
+
+def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, shared_data, empty_caches,
+                                                                     monkeypatch):
+    """`--gpus 2`: two runner processes at once, one per GPU, each scoring its dimensions over all their videos."""
+    from fsbench.eval import weights
+
+    runner = tmp_path / "recording_runner.py"
+    runner.write_text(RECORDING_RUNNER)
+    monkeypatch.setattr(vbench_adapter, "RUNNER", runner)
+    monkeypatch.setenv("FSBENCH_VBENCH_PYTHON", sys.executable)
+    monkeypatch.setenv("FSBENCH_DATA", str(shared_data))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    _stage_empty([w for ws in weights.vbench_weights().values() for w in ws])
+    run = make_run(tmp_path / "run", "bf16", {"seed": constant_video([7] * 2)})
+    for prompt in (shared_data / "vbench_prompts.txt").read_text().splitlines():
+        os.link(run / "videos" / "seed-0.mp4", run / "videos" / f"{prompt}-0.mp4")
+    scored = []
+    summary = vbench_adapter.evaluate(Run.open(run), on_dimension=scored.append, gpus=2)
+    assert sorted(scored) == sorted(vbench_adapter.DIMENSIONS) and summary["overall"] == pytest.approx(50.0)
+    raw = {d: json.loads((run / "eval" / "vbench" / f"{d}.json").read_text()) for d in vbench_adapter.DIMENSIONS}
+    by_gpu = {gpu: {d for d, r in raw.items() if r["gpu"] == gpu} for gpu in ("0", "1")}
+    assert by_gpu["0"] | by_gpu["1"] == set(vbench_adapter.DIMENSIONS) and len(by_gpu["0"]) == len(by_gpu["1"]) == 3
+    assert len({r["pid"] for r in raw.values()}) == 2
+    assert sorted(p.name for p in (run / "eval" / "vbench").glob("job*.json")) == ["job-gpu0.json", "job-gpu1.json"]

@@ -141,14 +141,23 @@ def lpips_factory() -> Lpips:
 _worker_lpips: Lpips | None = None
 
 
-def _init_worker(factory: Callable[[], Lpips] | None, threads: int) -> None:
+def _init_worker(factory: Callable[[], Lpips] | None, threads: int, device: str | None = None) -> None:
     """Pool initializer: one thread per process (the pool already uses every core) and one LPIPS model each."""
     global _worker_lpips
     if factory is not None:
         import torch
 
         torch.set_num_threads(threads)
+        _use_device(device)
         _worker_lpips = factory()
+
+
+def _use_device(device: str | None) -> None:
+    """Make `device` (e.g. cuda:1, one GPU's share of `fsbench eval --gpus N`) the one LPIPS's "cuda" means."""
+    if device is not None and device.startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(device)
 
 
 def _compare_prompt(prompt: str, reference: str, test: str, metrics: tuple[str, ...],
@@ -176,6 +185,17 @@ def evaluate(run: Run, reference: Run, metrics: Iterable[str] = METRICS, workers
     Writes RUN/eval/fidelity/<prompt>.json per prompt, RUN/eval/fidelity.csv and the `fidelity` section of
     RUN/eval/summary.json. `lpips` builds the LPIPS model in each worker (tests pass a random-backbone one).
     """
+    metrics, records, not_computed = score(run, reference, run.prompts(), metrics, workers, lpips, on_prompt)
+    return _summarize(run, reference, metrics, records, not_computed)
+
+
+def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[str] = METRICS, workers: int = 1,
+          lpips: Callable[[], Lpips] | None = lpips_factory, on_prompt: Callable[[str], None] | None = None,
+          device: str | None = None) -> tuple[tuple[str, ...], dict[str, dict], dict]:
+    """Compare `prompts` of `run` with `reference` into the per-prompt store, without the summary: several
+    processes may each score a share of a run (one per GPU, `device`), then `evaluate` reads every prompt back.
+
+    Returns the metrics computed, the records by prompt and what was not computed (metric -> why)."""
     metrics = tuple(m for m in METRICS if m in set(metrics))
     check_same_settings(run, reference)
     not_computed = {}
@@ -187,7 +207,7 @@ def evaluate(run: Run, reference: Run, metrics: Iterable[str] = METRICS, workers
     cache_dir = run.eval_dir / "fidelity"
     records: dict[str, dict] = {}
     jobs = []
-    for prompt in run.prompts():
+    for prompt in prompts:
         test, ref = run.video(prompt), reference.video(prompt)
         if not test.is_file() or not ref.is_file():
             where = "run" if not test.is_file() else "reference"
@@ -214,18 +234,18 @@ def evaluate(run: Run, reference: Run, metrics: Iterable[str] = METRICS, workers
 
     factory = lpips if any("lpips" in job[3] for job in jobs) else None
     if workers <= 1 or len(jobs) <= 1:
+        _use_device(device)
         model = factory() if factory else None
         for prompt, ref, test, todo, key, base in jobs:
             finish(*_compare_prompt(prompt, ref, test, todo, model), key, base)
     else:
         with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"),
-                                 initializer=_init_worker, initargs=(factory, 1)) as pool:
+                                 initializer=_init_worker, initargs=(factory, 1, device)) as pool:
             futures = {pool.submit(_worker, *job[:4]): job for job in jobs}
             for future in as_completed(futures):
                 job = futures[future]
                 finish(*future.result(), job[4], job[5])
-
-    return _summarize(run, reference, metrics, records, not_computed)
+    return metrics, records, not_computed
 
 
 def _summarize(run: Run, reference: Run, metrics: tuple[str, ...], records: dict[str, dict],

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -140,10 +142,12 @@ def _stat(path: Path) -> list:
 
 
 def evaluate(run: Run, dimensions: Iterable[str] = DIMENSIONS, device: str = "auto",
-             on_dimension: Callable[[str], None] | None = None) -> dict:
+             on_dimension: Callable[[str], None] | None = None, gpus: int = 1) -> dict:
     """Score the run's videos; resumable per dimension. Returns (and stores) the `vbench` summary section.
 
     Dimensions whose weights are missing are skipped with the exact files listed; the others still run.
+    `gpus` > 1 deals the dimensions over that many VBench processes at once, the i-th seeing only GPU i; each
+    dimension still scores all its videos in one process, as VBench defines it.
     """
     dimensions = [d for d in DIMENSIONS if d in set(dimensions)]
     data = data_dir()
@@ -170,7 +174,7 @@ def evaluate(run: Run, dimensions: Iterable[str] = DIMENSIONS, device: str = "au
         else:
             not_computed[dim] = f"VBench {dim} not computed: the run has none of its {len(set(per_dim[dim]))} prompts"
     if todo:
-        for dim, result in _run_runner(work, full_info_path, todo, device):
+        for dim, result in _run_runners(work, full_info_path, todo, device, gpus):
             result["videos_key"] = key
             store.write_json(work / f"{dim}.json", result)
             results[dim] = result
@@ -212,17 +216,54 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
     return summary
 
 
-def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str):
-    """Run eval/vbench_runner.py in the vbench environment; yield (dimension, result) as each one finishes."""
+def _run_runners(work: Path, full_info: Path, dimensions: list[str], device: str, gpus: int):
+    """One runner for all dimensions, or with `gpus` > 1 the dimensions dealt over that many runners at once (the
+    i-th seeing only GPU i); yield (dimension, result) as each one finishes, in this thread."""
+    if gpus <= 1 or len(dimensions) <= 1:
+        yield from _run_runner(work, full_info, dimensions, device)
+        return
+    finished: queue.Queue = queue.Queue()
+
+    def run_share(gpu: int, share: list[str]) -> None:
+        try:
+            for item in _run_runner(work, full_info, share, device, gpu=gpu):
+                finished.put(item)
+            finished.put(None)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            finished.put(exc)
+
+    shares = [dimensions[i::gpus] for i in range(min(gpus, len(dimensions)))]
+    threads = [threading.Thread(target=run_share, args=(gpu, share), daemon=True) for gpu, share in enumerate(shares)]
+    for thread in threads:
+        thread.start()
+    running, error = len(threads), None
+    while running:
+        item = finished.get()
+        if item is None or isinstance(item, BaseException):
+            running -= 1
+            error = error or item
+        else:
+            yield item
+    if error is not None:
+        raise error
+
+
+def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str, gpu: int | None = None):
+    """Run eval/vbench_runner.py in the vbench environment; yield (dimension, result) as each one finishes.
+    With `gpu`, the runner sees only that GPU and keeps its own job file and log."""
     python = vbench_python()
+    tag = "" if gpu is None else f"-gpu{gpu}"
     job = {"videos_path": str(work / "videos"), "full_info": str(full_info), "output_path": str(work / "raw"),
            "dimensions": dimensions, "device": device, "results_dir": str(work / "raw")}
-    store.write_json(work / "job.json", job)
-    log_path = work / "vbench.log"
+    store.write_json(work / f"job{tag}.json", job)
+    log_path = work / f"vbench{tag}.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
     env.pop("PYTHONPATH", None)
+    if gpu is not None:  # the gpu-th of the GPUs this process sees
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[gpu] if visible else str(gpu)
     with open(log_path, "w") as log:
-        process = subprocess.Popen([str(python), str(RUNNER), str(work / "job.json")], stdout=subprocess.PIPE,
+        process = subprocess.Popen([str(python), str(RUNNER), str(work / f"job{tag}.json")], stdout=subprocess.PIPE,
                                    stderr=log, text=True, env=env, cwd=work)
         for line in process.stdout:
             try:

@@ -28,9 +28,10 @@ CFG_PASSES = ("cond", "uncond")
 
 @dataclass
 class Capture:
-    """Per-call statistics of one LoadGen test; `save_qkv` keeps q, k, v of the top-N rollback calls."""
+    """Per-call statistics of one LoadGen test; `save_qkv` keeps q, k, v of the top-N rollback calls.
+    Without `out_dir` the records stay in memory (`fsbench.apply`)."""
 
-    out_dir: Path
+    out_dir: Path | None
     save_qkv: int = 0
     records: list[dict[str, Any]] = field(default_factory=list)
     _top: list[tuple[float, int, dict[str, Any], tuple[torch.Tensor, ...]]] = field(default_factory=list)
@@ -48,6 +49,8 @@ class Capture:
 
     def flush(self) -> None:
         """Append the records gathered since the last flush to calls.jsonl (called after every video)."""
+        if self.out_dir is None:
+            return
         self.out_dir.mkdir(parents=True, exist_ok=True)
         with open(self.out_dir / "calls.jsonl", "a", encoding="utf-8") as f:
             for record in self.records[self._flushed:]:
@@ -57,9 +60,6 @@ class Capture:
     def finish(self) -> dict[str, Any]:
         """Write summary.json (mean rollback rate per step and format) and the saved q, k, v; return the summary."""
         self.flush()
-        per_step: dict[tuple[int, str], list[float]] = defaultdict(list)
-        for r in self.records:
-            per_step[(r["step"], r["fmt"])].append(r["rollback_rate"])
         saved = []
         for rate, _, record, (q, k, v) in sorted(self._top, key=lambda item: -item[0]):
             name = (f"qkv/v{record['video']}-s{record['step']}-{record['expert']}-l{record['layer']}-"
@@ -69,17 +69,26 @@ class Capture:
             saved.append({"file": name, "rollback_rate": rate})
         summary = {
             "calls": len(self.records),
-            "per_step": [{"step": s, "fmt": f, "calls": len(rates), "mean_rollback_rate": sum(rates) / len(rates),
-                          "max_rollback_rate": max(rates)} for (s, f), rates in sorted(per_step.items())],
+            "per_step": per_step(self.records),
             "saved_qkv": saved,
         }
         atomic_write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
 
 
+def per_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls and mean / max rollback rate per (step, format) of captured call records."""
+    rates_by: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for r in records:
+        rates_by[(r["step"], r["fmt"])].append(r["rollback_rate"])
+    return [{"step": s, "fmt": f, "calls": len(rates), "mean_rollback_rate": sum(rates) / len(rates),
+             "max_rollback_rate": max(rates)} for (s, f), rates in sorted(rates_by.items())]
+
+
 class SelfAttentionRouter:
     """Installs `_RoutedSelfAttention` on every attn1 of `pipe.transformer` (high-noise expert) and
-    `pipe.transformer_2` (low-noise expert) and tracks which step and CFG pass is running."""
+    `pipe.transformer_2` (low-noise expert, where the pipeline has one) and tracks which step and CFG pass is
+    running."""
 
     def __init__(self, schedule: ResolvedSchedule, *, impl: str = "auto", capture: Capture | None = None,
                  core: Core | None = None):
@@ -94,7 +103,9 @@ class SelfAttentionRouter:
         self._installed: list[tuple[Any, Any]] = []
 
     def install(self, pipe: Any) -> None:
-        for expert, model in (("high", pipe.transformer), ("low", pipe.transformer_2)):
+        for expert, model in (("high", pipe.transformer), ("low", getattr(pipe, "transformer_2", None))):
+            if model is None:
+                continue
             if len(model.blocks) != len(self.schedule.table[0]):
                 raise ValueError(f"schedule resolved for {len(self.schedule.table[0])} layers, "
                                  f"{expert}-noise expert has {len(model.blocks)}")

@@ -37,21 +37,31 @@ def _warn(text: str) -> None:
 @click.option("--metrics", default=",".join(ALL_METRICS), show_default=True, help="Comma-separated subset.")
 @click.option("--workers", type=int, default=None,
               help="Processes for PSNR/SSIM/LPIPS [default: all cores, at most 32].")
-def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | None) -> None:
+@click.option("--gpus", type=int,
+              help="Score PSNR/SSIM/LPIPS on N processes, one per GPU, each a share of the prompts, and deal "
+                   "VBench's dimensions over the N GPUs [default: 1, or torchrun's WORLD_SIZE].")
+def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | None, gpus: int | None) -> None:
     """Score RUN's videos against the BF16 run and with VBench; results go to RUN/eval/ (reruns resume)."""
     from fsbench.eval import weights
     from fsbench.eval.runs import Run
+    from fsbench.harness import parallel_eval
 
     chosen = _parse_metrics(metrics)
+    ranks = parallel_eval.processes(gpus)
     fidelity_metrics = [m for m in chosen if m != "vbench"]
     run_folder = Run.open(run)
     incomplete: list[str] = []
     if fidelity_metrics:
         if reference is None:
             raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
+        if ranks > 1:
+            parallel_eval.score_fidelity(run, reference, fidelity_metrics, ranks)
+    if not parallel_eval.leads():
+        return  # a torchrun rank other than 0: its share is in RUN/eval/, rank 0 summarizes and runs VBench
+    if fidelity_metrics:
         incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
     if "vbench" in chosen:
-        incomplete += _vbench(run_folder)
+        incomplete += _vbench(run_folder, parallel_eval.local_processes(ranks))
     click.echo(f"results: {run_folder.eval_dir}")
     if any("weights missing" in item for item in incomplete):
         _warn(weights.FETCH_HINT)
@@ -81,13 +91,14 @@ def _fidelity(run, reference, metrics: list[str], workers: int) -> list[str]:
     return incomplete + [f"{m} not computed (weights missing)" for m in result.not_computed]
 
 
-def _vbench(run) -> list[str]:
-    """VBench with a progress bar over the dimensions that can run; returns what kept it from being complete."""
+def _vbench(run, gpus: int) -> list[str]:
+    """VBench with a progress bar over the dimensions that can run (dealt over `gpus` GPUs); returns what kept it
+    from being complete."""
     from fsbench.eval import vbench_adapter
 
     runnable = len(vbench_adapter.DIMENSIONS) - len(vbench_adapter.missing_weights(vbench_adapter.DIMENSIONS))
     with tqdm(total=runnable, desc="vbench", unit="dimension") as bar:
-        summary = vbench_adapter.evaluate(run, on_dimension=lambda _: bar.update())
+        summary = vbench_adapter.evaluate(run, on_dimension=lambda _: bar.update(), gpus=gpus)
     for message in summary["not_computed"].values():
         _warn(message)
     dims = "  ".join(f"{d} {100 * v['score']:.2f}" for d, v in summary["dimensions"].items() if v["score"] is not None)

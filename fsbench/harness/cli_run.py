@@ -140,9 +140,15 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
 @click.option("--out", type=click.Path(path_type=Path),
               help="Sweep directory, one run per schedule in OUT/<schedule>/ "
                    "[default: results/runs/sweep-<model>-<preset>].")
+@click.option("--gpus", type=int,
+              help="Processes, one per GPU (per CPU share with --device cpu), each a pipeline replica sharing every "
+                   "schedule's prompts [default: 1, or torchrun's WORLD_SIZE].")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+              help="Where the pipelines run: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
 @_generation
 def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
-    """AccuracyOnly pass (Offline) over every prompt for each schedule; resumable: finished videos are kept."""
+    """AccuracyOnly pass (Offline) over every prompt for each schedule; resumable on any --gpus: finished videos
+    are kept."""
     parsed = [load_schedule(name.strip()) for name in schedules.split(",") if name.strip()]
     if not parsed:
         raise FsbenchError("--schedules is empty; e.g. --schedules bf16,mxfp8,hybrid")
@@ -151,10 +157,17 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     if len(set(slugs)) != len(slugs):
         raise FsbenchError(f"--schedules names a schedule twice ({', '.join(slugs)}); each gets OUT/<name>/")
     opts = loadgen_driver.LoadgenOptions("Offline", "accuracy")
-    device = runner.check_device_for(specs[0].model)
+    layout = distributed.plan("Offline", specs[0], kw["gpus"], None, None, kw["device"])
+    device = torch.device(layout.device)
     options = _speed(kw)
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or runner.default_system(specs[0].model_tag, device)
+    if layout.processes > 1:
+        jobs = [distributed.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
+                for spec, slug in zip(specs, slugs)]
+        if distributed.launch_passes(jobs, _echo_pass) is not None:  # rank 0
+            click.echo(f"results: {out}/{{{','.join(slugs)}}}")
+        return
     for spec, slug in zip(specs, slugs):
         runner.open_run_dir(out / slug, spec, system, device)
     pipe = runner.load_pipeline(specs[0], device)
@@ -164,6 +177,10 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
             summary = runner.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
         click.echo(f"[{spec.schedule.name}] {runner.describe(summary)}")
     click.echo(f"results: {out}/{{{','.join(slugs)}}}")
+
+
+def _echo_pass(job: distributed.Job, summary: dict[str, Any]) -> None:
+    click.echo(f"[{job.spec.schedule.name}] {runner.describe(summary)}")
 
 
 @click.command()

@@ -1,11 +1,15 @@
-"""`fsbench run --gpus N`: N processes over torch.distributed (NCCL for tensors on GPUs, gloo for control
-messages and for everything on a CPU), only rank 0 talks to LoadGen.
+"""`fsbench run --gpus N` and `fsbench sweep --gpus N`: N processes over torch.distributed (NCCL for tensors on
+GPUs, gloo for control messages and for everything on a CPU), only rank 0 talks to LoadGen.
 
 - Offline: N data-parallel pipeline replicas. Rank 0's SUT answers LoadGen's samples from N threads; each thread
   takes an idle replica (its own pipeline, or rank r through a private gloo channel) and the replica writes the video.
 - SingleStream: all N ranks compute each query together, `cfg` (1 or 2) x `ulysses` ranks: rank 0 broadcasts the
   prompt index, the "cfg" groups split the cond/uncond passes (harness.cfg_parallel), the "ulysses" groups split the
   sequence (harness.ulysses). Every rank holds the same weights and latent, as the hooks require.
+- A sweep is a series of Offline AccuracyOnly passes, one per schedule, served by the same replicas: the pipelines
+  load once, each pass's prompts are shared among the replicas as they fall idle, every video is written once by
+  the replica that made it (atomically), and rank 0's one progress bar counts the videos of all ranks. A resumed
+  pass reuses the finished videos on whichever rank is asked for them, so a sweep resumes on any N.
 
 Launch: `fsbench run --gpus N` starts N-1 workers with torch.multiprocessing (fork on a CPU, where a spawned
 worker would spend ~20 s importing diffusers again; spawn with CUDA, which cannot be forked) and serves as rank 0;
@@ -22,7 +26,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +74,19 @@ def torchrun_world() -> int | None:
     return None
 
 
+def process_count(gpus: int | None, cuda: bool) -> int:
+    """The ranks of a run: torchrun's WORLD_SIZE, else --gpus (on CUDA at most this host's devices), else 1."""
+    launched = torchrun_world()
+    if launched is not None and gpus is not None and gpus != launched:
+        raise FsbenchError(f"--gpus {gpus} under torchrun with WORLD_SIZE {launched}; drop --gpus or match it")
+    n = launched or (1 if gpus is None else gpus)
+    if n < 1:
+        raise FsbenchError(f"--gpus must be at least 1, got {n}")
+    if cuda and launched is None and n > torch.cuda.device_count():
+        raise FsbenchError(f"--gpus {n}: this host has {torch.cuda.device_count()} CUDA device(s)")
+    return n
+
+
 def plan(scenario: str, spec: runner.RunSpec, gpus: int | None, cfg: int | None, ulysses: int | None,
          device: str = "auto", capture: bool = False) -> Layout:
     """Check the parallel options against the scenario, the model and this host before any work starts."""
@@ -77,14 +94,7 @@ def plan(scenario: str, spec: runner.RunSpec, gpus: int | None, cfg: int | None,
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise FsbenchError("--device cuda: no CUDA device here; use --device cpu")
     pipeline.check_device(spec.model, resolved)
-    launched = torchrun_world()
-    if launched is not None and gpus is not None and gpus != launched:
-        raise FsbenchError(f"--gpus {gpus} under torchrun with WORLD_SIZE {launched}; drop --gpus or match it")
-    n = launched or gpus or 1
-    if n < 1:
-        raise FsbenchError(f"--gpus must be at least 1, got {n}")
-    if resolved.type == "cuda" and launched is None and n > torch.cuda.device_count():
-        raise FsbenchError(f"--gpus {n}: this host has {torch.cuda.device_count()} CUDA device(s)")
+    n = process_count(gpus, resolved.type == "cuda")
     if n > 1 and capture:
         raise FsbenchError("--capture records one process's attention calls; run it without --gpus")
     if scenario == "Offline":
@@ -135,33 +145,46 @@ class Job:
 
 def launch(job: Job) -> dict[str, Any] | None:
     """Run `job` on all its ranks; returns the LoadGen summary on rank 0 and None on the others."""
+    summaries = launch_passes([job])
+    return None if summaries is None else summaries[0]
+
+
+def launch_passes(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]], None] | None = None
+                  ) -> list[dict[str, Any]] | None:
+    """Run `jobs` one after another on the same ranks and pipelines (`fsbench sweep --gpus N`: one AccuracyOnly
+    pass per schedule, the model and settings shared); returns the summaries on rank 0 and None on the others.
+
+    `on_summary(job, summary)` is called on rank 0 as each pass finishes."""
     if torchrun_world() is None or int(os.environ["RANK"]) == 0:
-        runner.open_run_dir(job.run, job.spec, job.system, torch.device(job.layout.device))
+        for job in jobs:
+            runner.open_run_dir(job.run, job.spec, job.system, torch.device(job.layout.device))
     if torchrun_world() is not None:
-        return _serve(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), job, "env://")
-    port = _free_port()
-    context = torch.multiprocessing.get_context("fork" if job.layout.device == "cpu" else "spawn")
-    workers = [context.Process(target=_worker, args=(rank, job, port), name=f"fsbench-rank{rank}")
-               for rank in range(1, job.layout.processes)]
+        rank = int(os.environ["RANK"])
+        return _serve(rank, int(os.environ["LOCAL_RANK"]), tuple(jobs), "env://", on_summary if rank == 0 else None)
+    layout = jobs[0].layout
+    port = free_port()
+    context = torch.multiprocessing.get_context("fork" if layout.device == "cpu" else "spawn")
+    workers = [context.Process(target=_worker, args=(rank, tuple(jobs), port), name=f"fsbench-rank{rank}")
+               for rank in range(1, layout.processes)]
     for worker in workers:
         worker.start()
     finished = False
     try:
-        summary = _serve(0, 0, job, f"tcp://127.0.0.1:{port}")
+        summaries = _serve(0, 0, tuple(jobs), f"tcp://127.0.0.1:{port}", on_summary)
         finished = True
     finally:
-        _reap(workers, grace_s=60.0 if finished else 5.0)
+        reap(workers, grace_s=60.0 if finished else 5.0)
     failed = [f"rank {w.name.removeprefix('fsbench-rank')} (exit code {w.exitcode})" for w in workers if w.exitcode]
     if failed:
         raise RuntimeError(f"worker {', '.join(failed)} failed; its traceback is above")
-    return summary
+    return summaries
 
 
-def _worker(rank: int, job: Job, port: int) -> None:
-    _serve(rank, rank, job, f"tcp://127.0.0.1:{port}")
+def _worker(rank: int, jobs: tuple[Job, ...], port: int) -> None:
+    _serve(rank, rank, jobs, f"tcp://127.0.0.1:{port}")
 
 
-def _reap(workers: list[Any], grace_s: float) -> None:
+def reap(workers: list[Any], grace_s: float) -> None:
     """Wait for the workers to finish their loops, then stop any that did not (a failed rank 0 leaves them waiting)."""
     deadline = time.monotonic() + grace_s
     for worker in workers:
@@ -175,15 +198,16 @@ def _reap(workers: list[Any], grace_s: float) -> None:
             worker.join()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _serve(rank: int, local_rank: int, job: Job, init_method: str) -> dict[str, Any] | None:
-    """One rank: join the process group, build the pipeline, then lead (rank 0) or follow."""
-    layout = job.layout
+def _serve(rank: int, local_rank: int, jobs: tuple[Job, ...], init_method: str,
+           on_summary: Callable[[Job, dict[str, Any]], None] | None = None) -> list[dict[str, Any]] | None:
+    """One rank: join the process group, build the pipeline once, then lead (rank 0) or follow every pass."""
+    layout = jobs[0].layout
     if layout.device == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -196,17 +220,25 @@ def _serve(rank: int, local_rank: int, job: Job, init_method: str) -> dict[str, 
     dist.init_process_group(layout.backend, init_method=init_method, rank=rank,
                             world_size=layout.processes, timeout=timeout)
     try:
-        team = Team(job, rank, device)
-        pipe = runner.load_pipeline(job.spec, device)
+        team = Team(jobs[0], rank, device)
+        pipe = runner.load_pipeline(jobs[0].spec, device)
         team.parallelize(pipe)
-        record = speed.apply(pipe, job.speed)
+        record = speed.apply(pipe, jobs[0].speed)
+        if rank != 0:
+            pipe.set_progress_bar_config(disable=True)
+        summaries = []
         with speed.cudnn_first():
-            if rank != 0:
-                pipe.set_progress_bar_config(disable=True)
-                team.follow(pipe)
-                return None
-            return runner.run_scenario(pipe, job.spec, job.run, job.system, job.opts, impl=job.impl,
-                                       profile=job.profile, speed=record, team=team)
+            for job in jobs:
+                team.job = job  # the pass's schedule and run folder; the process groups stay
+                if rank != 0:
+                    team.follow(pipe)
+                    continue
+                summary = runner.run_scenario(pipe, job.spec, job.run, job.system, job.opts, impl=job.impl,
+                                              profile=job.profile, speed=record, team=team)
+                summaries.append(summary)
+                if on_summary is not None:
+                    on_summary(job, summary)
+        return summaries if rank == 0 else None
     finally:
         dist.destroy_process_group()
         torch.set_num_threads(threads)

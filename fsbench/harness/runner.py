@@ -223,9 +223,3 @@ def describe(summary: dict[str, Any]) -> str:
         text += "\n  INVALID because: " + "; ".join(summary["invalid_reasons"])
     return text
 
-
-def check_device_for(model: str) -> torch.device:
-    """The device a run of `model` uses; fails before any file is written when the model cannot run here."""
-    device = pipeline.default_device()
-    pipeline.check_device(model, device)
-    return device
