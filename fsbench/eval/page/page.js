@@ -204,7 +204,8 @@
   $("view-video").addEventListener("click", () => setView("video"));
   $("view-diff").addEventListener("click", () => setView("diff"));
   $("more").addEventListener("click", () => { state.showAll = true; arrange(); });
-  for (const id of ["sort", "search", "threshold"]) $(id).addEventListener("input", arrange);
+  $("sort").addEventListener("change", arrange);
+  for (const id of ["search", "threshold"]) $(id).addEventListener("input", arrange);
   arrange();
   requestAnimationFrame(tick);
 })();
