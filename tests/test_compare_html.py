@@ -66,10 +66,10 @@ def test_page_shows_every_missing_metric_as_a_footnoted_gap(runs_without_metrics
     notes = dict(re.findall(r"<li id='note-(\d+)' value='\d+'>([^<]+)</li>", (out / "index.html").read_text()))
     mxfp8 = dict(zip(header, next(r for r in body if r[0] == "MXFP8")))
     for column in ("PSNR (dB) ↑", "LPIPS ↓", "VBench overall ↑", "SingleStream p90 latency (s) ↓"):
-        mark = re.fullmatch(r"—\[(\d+)\]", mxfp8[column])
+        mark = re.fullmatch(r"n/a\[(\d+)\]", mxfp8[column])
         assert mark, f"{column}: {mxfp8[column]!r}"
         assert notes[mark.group(1)]
-    assert "not evaluated against BF16" in notes[re.fullmatch(r"—\[(\d+)\]", mxfp8["LPIPS ↓"]).group(1)]
+    assert "not evaluated against BF16" in notes[re.fullmatch(r"n/a\[(\d+)\]", mxfp8["LPIPS ↓"]).group(1)]
     assert all(cell.strip() for row in body for cell in row)
     assert "LPIPS: not computed for any run" in (out / "prompt_spread.svg").read_text()
 

@@ -88,7 +88,8 @@ def browser():
     options.binary_location = chromium
     # file:// pages count as one origin only with this flag, so the test may read video pixels from a canvas
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--mute-audio",
-                "--autoplay-policy=no-user-gesture-required", "--allow-file-access-from-files", "--window-size=1400,1000"):
+                "--autoplay-policy=no-user-gesture-required", "--allow-file-access-from-files",
+                "--window-size=1400,1000"):
         options.add_argument(arg)
     driver = webdriver.Chrome(options=options, service=Service(chromedriver))
     yield driver

@@ -25,7 +25,6 @@ from fsbench.eval.runs import Run
 from fsbench.eval.video_io import read_frames, write_video
 
 DIFF_GAIN = 8
-PAGE_FILES = ("index.html", "page.css", "page.js")
 # (key, label, True where higher is better) for the per-prompt metrics the grid sorts by
 PROMPT_METRICS = (("lpips", "LPIPS", False), ("psnr", "PSNR (dB)", True), ("ssim", "SSIM", True))
 VIDEO_DIR = "videos"
@@ -80,7 +79,7 @@ def _fps(runs: list[Run]) -> int:
 
 
 def table_html(rows: list[report.Row]) -> str:
-    """report's table as HTML: a missing value is a dash with its numbered note, never an empty cell."""
+    """report's table as HTML: a missing value reads n/a with its numbered note, never an empty cell."""
     numbers, marks = report._footnotes(rows)
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["Schedule"] + [h for _, h, _ in report.COLUMNS])
     body = []
@@ -91,7 +90,7 @@ def table_html(rows: list[report.Row]) -> str:
             mark = marks.get((i, key))
             note = f"<sup><a href='#note-{mark}'>[{mark}]</a></sup>" if mark else ""
             gap = " class='gap'" if not text else ""
-            cells.append(f"<td{gap}>{html.escape(text) or '—'}{note}</td>")
+            cells.append(f"<td{gap}>{html.escape(text) or 'n/a'}{note}</td>")
         body.append(f"<tr{' class=reference' if row.reference else ''}>{''.join(cells)}</tr>")
     notes = "".join(f"<li id='note-{n}' value='{n}'>{html.escape(note)}</li>" for note, n in numbers.items())
     return (f"<p class='caption'>{html.escape(report.caption(rows))}</p><div class='scroll'><table id='results'>"

@@ -19,7 +19,8 @@
   function metricSummary(prompt) {
     const parts = [];
     for (const [label, values] of Object.entries(prompt.metrics)) {
-      const shown = data.metrics.map((m) => `${m.label.split(" ")[0]} ${fmt(number(values[m.key]), m.key === "psnr" ? 2 : 3)}`);
+      const shown = data.metrics.map((m) =>
+        `${m.label.split(" ")[0]} ${fmt(number(values[m.key]), m.key === "psnr" ? 2 : 3)}`);
       if (shown.length) parts.push(`${label}: ${shown.join(", ")}`);
     }
     return parts.join("<br>");
