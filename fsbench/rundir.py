@@ -30,7 +30,8 @@ The manifest's keys (all JSON):
   capture {dir, calls} with --capture. An accuracy summary has samples, videos_generated,
   videos_reused, accuracy_log and log_dir (relative to RUN), wall_s. Either summary of a run on several
   processes (`fsbench run --gpus N`) has parallel {processes, device, cfg, ulysses, replicas, backend,
-  device_name, launcher, samples_per_replica (Offline)}
+  device_name, launcher, samples_per_replica (Offline)}. Every summary has command (the `fsbench ...`
+  command line that wrote it)
 """
 from __future__ import annotations
 

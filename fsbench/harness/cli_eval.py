@@ -128,11 +128,24 @@ def _vbench(run, gpus: int) -> list[str]:
               help="Frame for the grid [default: 40, or the middle of shorter videos].")
 @click.option("--prompts", multiple=True,
               help="A prompt for the frame grid (repeat for more) [default: the paper's two].")
-def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple[str, ...]) -> None:
-    """One table (as the paper's Tables 6/7), a speedup plot and a frame grid for RUNS."""
+@click.option("--html", "html_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write a page to open from disk: HTML_DIR/index.html with the table, plots and all videos "
+                   "side by side, playing in sync.")
+@click.option("--link", is_flag=True,
+              help="With --html: refer to the runs' own videos instead of copying them (the page then works only "
+                   "beside the runs).")
+def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple[str, ...], html_dir: Path | None,
+            link: bool) -> None:
+    """One table (as the paper's Tables 6/7), a speedup plot and a frame grid for RUNS; with --html, a page."""
     from fsbench.eval import report
 
+    if link and html_dir is None:
+        raise FsbenchError("--link only applies to the page: pass --html DIR too")
     paths = report.compare(list(runs), out, frame=frame, prompts=list(prompts))
     click.echo(paths["md"].read_text())
     for kind in ("md", "csv", "json", "speedup", "frames"):
         click.echo(f"wrote {paths[kind]}")
+    if html_dir is not None:
+        from fsbench.eval import html
+
+        click.echo(f"wrote {html.write_page(list(runs), html_dir, link=link)}")

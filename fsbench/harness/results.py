@@ -67,9 +67,9 @@ def open_run(run: Path, header: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_result(run: Path, scenario: str, mode: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """Merge one scenario/mode summary into the manifest (other results are kept)."""
+    """Merge one scenario/mode summary, with the command that produced it, into the manifest (others are kept)."""
     manifest = load_manifest(run)
-    manifest.setdefault("results", {}).setdefault(scenario, {})[mode] = summary
+    manifest.setdefault("results", {}).setdefault(scenario, {})[mode] = {**summary, "command": command_line()}
     manifest["date"] = _now()
     _write_manifest(run, manifest)
     return manifest
@@ -106,11 +106,16 @@ def versions() -> dict[str, str | None]:
     return found
 
 
+def command_line(program: str = "fsbench") -> str:
+    """This process's command line as `program` and its arguments: `fsbench` however the CLI was started."""
+    return " ".join([program, shlex.join(sys.argv[1:])]).strip()
+
+
 def provenance(device: str | None = None, program: str = "fsbench") -> dict[str, Any]:
-    """What a published figure carries: the command line (`program` and this process's arguments: `fsbench`
-    however the CLI was started), the commit, the package versions, the device and the date (UTC)."""
-    return {"command": " ".join([program, shlex.join(sys.argv[1:])]).strip(), "git_commit": git_commit(),
-            "versions": versions(), "device": device, "date": _now()}
+    """What a published figure carries: the command line, the commit, the package versions, the device and the
+    date (UTC)."""
+    return {"command": command_line(program), "git_commit": git_commit(), "versions": versions(), "device": device,
+            "date": _now()}
 
 
 def _write_manifest(run: Path, manifest: dict[str, Any]) -> None:

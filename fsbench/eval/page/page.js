@@ -1,0 +1,212 @@
+// The video grid of `fsbench compare --html`: rows built from the embedded JSON, kept in step with one clock,
+// sorted, filtered and searched in place. No network: everything the page needs sits beside it.
+(() => {
+  "use strict";
+  const data = JSON.parse(document.getElementById("data").textContent);
+  const $ = (id) => document.getElementById(id);
+  const frame = 1 / data.fps;
+  const LIMIT = 24;  // rows shown before "Show all prompts": each row holds a video per schedule
+  const state = { playing: true, showAll: false, lastFix: new WeakMap() };
+  const number = (v) => (v === "inf" ? Infinity : v === "-inf" ? -Infinity : typeof v === "number" ? v : null);
+  const fmt = (v, digits) => (v === null ? "–" : Number.isFinite(v) ? v.toFixed(digits) : "inf");
+
+  function worst(prompt, metric) {
+    const values = Object.values(prompt.metrics).map((m) => number(m[metric.key])).filter((v) => v !== null);
+    if (!values.length) return null;
+    return metric.higher_better ? Math.min(...values) : Math.max(...values);
+  }
+
+  function metricSummary(prompt) {
+    const parts = [];
+    for (const [label, values] of Object.entries(prompt.metrics)) {
+      const shown = data.metrics.map((m) =>
+        `${m.label.split(" ")[0]} ${fmt(number(values[m.key]), m.key === "psnr" ? 2 : 3)}`);
+      if (shown.length) parts.push(`${label}: ${shown.join(", ")}`);
+    }
+    return parts.join("<br>");
+  }
+
+  function buildHead() {
+    const tr = document.createElement("tr");
+    tr.innerHTML = "<th>Prompt</th>";
+    for (const column of data.columns) {
+      const th = document.createElement("th");
+      th.textContent = column.label + (column.reference ? " (reference)" : "");
+      tr.appendChild(th);
+    }
+    document.querySelector("#grid thead").appendChild(tr);
+  }
+
+  function buildRow(prompt) {
+    const tr = document.createElement("tr");
+    tr.dataset.prompt = prompt.text;
+    const td = document.createElement("td");
+    td.className = "prompt";
+    td.innerHTML = `<div></div><div class="metrics">${metricSummary(prompt)}</div>`;
+    td.firstChild.textContent = prompt.text;
+    tr.appendChild(td);
+    prompt.cells.forEach((cell, i) => {
+      const cellTd = document.createElement("td");
+      const box = document.createElement("div");
+      box.className = "cell";
+      box.dataset.view = "video";
+      box.dataset.column = data.columns[i].label;
+      cellTd.appendChild(box);
+      tr.appendChild(cellTd);
+      prompt.boxes = prompt.boxes || [];
+      prompt.boxes.push({ box, cell });
+    });
+    prompt.row = tr;
+  }
+
+  function media(src, kind, missing) {
+    if (!src) {
+      const div = document.createElement("div");
+      div.className = `missing ${kind}`;
+      div.textContent = missing;
+      return div;
+    }
+    const video = document.createElement("video");
+    Object.assign(video, { src, muted: true, loop: $("loop").checked, playsInline: true, preload: "auto" });
+    video.className = kind;
+    return video;
+  }
+
+  function fillRow(prompt) {  // videos are created when a row is first shown, so hidden rows cost nothing
+    if (prompt.filled) return;
+    prompt.filled = true;
+    for (const { box, cell } of prompt.boxes) {
+      box.appendChild(media(cell.video, "video", cell.missing || "no video"));
+      box.appendChild(media(cell.diff, "diff", cell.no_diff || cell.missing || "no difference video"));
+      const tag = document.createElement("span");
+      tag.className = "tag";
+      box.appendChild(tag);
+      box.addEventListener("click", () => setView(box.dataset.view === "video" ? "diff" : "video", [box]));
+      label(box);
+    }
+  }
+
+  function label(box) {
+    box.querySelector(".tag").textContent = box.dataset.view === "diff" ? "difference" : "";
+  }
+
+  function activeVideos() {
+    const boxes = document.querySelectorAll("#grid tbody tr:not([hidden]) .cell");
+    return [...boxes].map((b) => b.querySelector(b.dataset.view === "diff" ? ".diff" : ".video"))
+      .filter((el) => el && el.tagName === "VIDEO");
+  }
+
+  function allVideos() { return [...document.querySelectorAll("#grid video")]; }
+
+  function clockTime() {
+    const master = activeVideos()[0];
+    return master ? master.currentTime : 0;
+  }
+
+  function seekAll(t) {
+    for (const v of allVideos()) v.currentTime = t;
+  }
+
+  function setView(view, boxes) {
+    const t = clockTime();
+    for (const box of boxes || document.querySelectorAll("#grid .cell")) {
+      box.dataset.view = view;
+      label(box);
+    }
+    if (!boxes) {
+      $("view-video").classList.toggle("on", view === "video");
+      $("view-diff").classList.toggle("on", view === "diff");
+    }
+    seekAll(t);
+    syncPlayState();
+  }
+
+  function syncPlayState() {
+    const active = new Set(activeVideos());
+    for (const v of allVideos()) {
+      if (active.has(v) && state.playing) v.play().catch(() => {});
+      else v.pause();
+    }
+    $("play").textContent = state.playing ? "Pause" : "Play";
+  }
+
+  function tick() {  // one clock: every shown video follows the first, corrected when it drifts half a frame
+    const videos = activeVideos();
+    const master = videos[0];
+    if (master) {
+      const t = master.currentTime;
+      const now = performance.now();
+      for (const v of videos.slice(1)) {
+        if (v.seeking || v.readyState < 2) continue;
+        const drift = Math.abs(v.currentTime - t);
+        if (drift > frame / 2 && now - (state.lastFix.get(v) || 0) > 100) {
+          v.currentTime = t;
+          state.lastFix.set(v, now);
+        }
+      }
+      if (state.playing && master.ended && !master.loop) {
+        state.playing = false;
+        syncPlayState();
+      }
+      if (state.playing) for (const v of videos) if (v.paused && !v.ended) v.play().catch(() => {});
+      if (Number.isFinite(master.duration) && master.duration > 0) $("seek").value = t / master.duration;
+      $("time").textContent = `${t.toFixed(2)} s`;
+    }
+    requestAnimationFrame(tick);
+  }
+
+  function buildSort() {
+    const options = [["order", "prompt order"], ["az", "prompt A–Z"]];
+    for (const m of data.metrics) options.push([m.key, `${m.label}, worst first`]);
+    for (const [value, text] of options) $("sort").add(new Option(text, value));
+  }
+
+  function arrange() {
+    const key = $("sort").value;
+    const metric = data.metrics.find((m) => m.key === key);
+    const query = $("search").value.trim().toLowerCase();
+    const threshold = $("threshold").value === "" ? null : Number($("threshold").value);
+    $("threshold-label").hidden = !metric;
+    let shown = data.prompts.filter((p) => p.text.toLowerCase().includes(query));
+    if (metric) {
+      shown = shown.map((p) => ({ p, v: worst(p, metric) }));
+      if (threshold !== null) {
+        shown = shown.filter(({ v }) => v !== null && (metric.higher_better ? v < threshold : v > threshold));
+      }
+      const badness = (v) => (v === null ? -Infinity : metric.higher_better ? -v : v);
+      shown = shown.sort((a, b) => badness(b.v) - badness(a.v) || a.p.index - b.p.index).map(({ p }) => p);
+    } else if (key === "az") {
+      shown = shown.sort((a, b) => a.text.localeCompare(b.text));
+    }
+    const visible = state.showAll ? shown : shown.slice(0, LIMIT);
+    const body = document.querySelector("#grid tbody");
+    const t = clockTime();
+    for (const p of data.prompts) p.row.hidden = true;
+    for (const p of shown) body.appendChild(p.row);
+    for (const p of visible) {
+      fillRow(p);
+      p.row.hidden = false;
+    }
+    $("more").hidden = visible.length === shown.length;
+    $("count").textContent = `${visible.length} of ${data.prompts.length} prompts shown`;
+    seekAll(t);
+    syncPlayState();
+  }
+
+  buildHead();
+  buildSort();
+  data.prompts.forEach(buildRow);
+  $("play").addEventListener("click", () => { state.playing = !state.playing; syncPlayState(); });
+  $("seek").addEventListener("input", () => {
+    const master = activeVideos()[0];
+    if (master && Number.isFinite(master.duration)) seekAll(Number($("seek").value) * master.duration);
+  });
+  $("loop").addEventListener("change", () => { for (const v of allVideos()) v.loop = $("loop").checked; });
+  $("view-video").addEventListener("click", () => setView("video"));
+  $("view-diff").addEventListener("click", () => setView("diff"));
+  $("more").addEventListener("click", () => { state.showAll = true; arrange(); });
+  $("sort").addEventListener("change", arrange);
+  for (const id of ["search", "threshold"]) $(id).addEventListener("input", arrange);
+  arrange();
+  requestAnimationFrame(tick);
+})();
