@@ -55,7 +55,12 @@ build_sage2() {
     "    if HAS_SM80 or HAS_SM86 or HAS_SM89 or HAS_SM90 or HAS_SM100 or HAS_SM120 or HAS_SM121:" \
     "    if HAS_SM80 or HAS_SM86:" &&
   replace "$dir/setup.py" "    if HAS_SM89 or HAS_SM90 or HAS_SM100 or HAS_SM120 or HAS_SM121:" "    if HAS_SM89:" &&
-  CXX_APPEND_FLAGS=-g0 EXT_PARALLEL=2 "$PYTHON" -m pip wheel -v --no-deps --no-build-isolation --no-cache-dir \
+  # torch >= 2.14's headers require C++20 where SageAttention asks for C++17 (the last -std wins); -g0: no host
+  # debug information in the libraries
+  local std
+  std=$("$PYTHON" -c "import torch; print('-std=c++20' if tuple(map(int, torch.__version__.split('.')[:2])) >= (2, 14) \
+else '')")
+  CXX_APPEND_FLAGS="-g0 $std" NVCC_APPEND_FLAGS="$std" EXT_PARALLEL=2 "$PYTHON" -m pip wheel -v --no-deps --no-build-isolation --no-cache-dir \
     -w "$scratch/wheels-sage2" "$dir"
 }
 
