@@ -147,7 +147,7 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
         header["sweep"] = {"seq_lens": list(ksweep.SEQ_LENS), "heads": list(ksweep.HEADS), "repeats": repeats}
     results = []
     for shape in list(ksweep.GRID) if sweep else [_shape(s) for s in shapes] or list(kbench.SHAPES):
-        if sweep or interleave:
+        if sweep or interleave:  # its rows as each shape ends, the whole table once at the end
             measured = ksweep.bench_interleaved(shape, selected, repeats=repeats, hold=_holder(clock_seconds))
             for row in measured:
                 _echo_row(row)
@@ -155,11 +155,13 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
         else:
             results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
                                           progress=_echo_row, hold=_holder(clock_seconds))
-        click.echo(kbench.format_table(results))
+            click.echo(kbench.format_table(results))
         if json_path:  # after every shape, so a run that is stopped keeps what it measured
             atomic_write_text(Path(json_path), json.dumps({**header, "rows": results}, indent=1) + "\n")
         if md_path:
             atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
+    if sweep or interleave:
+        click.echo(kbench.format_table(results))
 
 
 def _echo_row(row: dict) -> None:
