@@ -26,6 +26,25 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=9.0 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$CUDA_HOME/bin:$PATH"
+# torch's ATen/cuda headers include cuSPARSE, cuBLAS and cuSOLVER headers, and SageAttention links the driver
+# (-lcuda): where the toolkit lacks them, take the headers from the CUDA library wheels torch depends on, and
+# the driver's library from the toolkit's stubs or the driver's folder
+wheel_headers=$("$PYTHON" - "$CUDA_HOME/include" <<'PY'
+import glob, os, sys
+wanted = ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h")
+if any(not os.path.exists(os.path.join(sys.argv[1], h)) for h in wanted):
+    try:
+        import nvidia
+    except ImportError:
+        sys.exit()
+    print(":".join(sorted({os.path.dirname(f) for p in nvidia.__path__ for h in wanted
+                           for f in glob.glob(os.path.join(p, "**", "include", h), recursive=True)})))
+PY
+)
+if [[ -n $wheel_headers ]]; then
+  export CPLUS_INCLUDE_PATH="$wheel_headers${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+fi
+export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$CUDA_HOME/lib64/stubs:/usr/local/nvidia/lib64"
 report=$OUT/peers_build.txt
 {
   echo "sources (SRC_DIR/SOURCES.txt):"
@@ -33,6 +52,7 @@ report=$OUT/peers_build.txt
   echo "nvcc: $(nvcc --version | grep -o 'release [0-9.]*')"
   "$PYTHON" -c "import torch, setuptools; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'setuptools', setuptools.__version__)"
+  echo "library headers from wheels: ${wheel_headers:-none needed}"
 } | tee "$report"
 
 # replace FILE OLD NEW: OLD must occur exactly once (a changed upstream file stops the build, not silently)
