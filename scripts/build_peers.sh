@@ -45,6 +45,14 @@ if [[ -n $wheel_headers ]]; then
   export CPLUS_INCLUDE_PATH="$wheel_headers${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
 fi
 export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$CUDA_HOME/lib64/stubs:/usr/local/nvidia/lib64"
+linkable=$(ls "$CUDA_HOME/lib64/stubs/libcuda.so" /usr/local/nvidia/lib64/libcuda.so \
+           /usr/lib/x86_64-linux-gnu/libcuda.so 2>/dev/null)
+if [[ -z $linkable ]]; then  # only the loader's libcuda.so.1: link against it under the name -lcuda looks for
+  driver=$(ldconfig -p | grep -m1 -o '/[^ ]*/libcuda\.so\.1$')
+  if [[ -n $driver ]]; then
+    mkdir -p "$scratch/lib" && ln -s "$driver" "$scratch/lib/libcuda.so" && LIBRARY_PATH+=":$scratch/lib"
+  fi
+fi
 report=$OUT/peers_build.txt
 {
   echo "sources (SRC_DIR/SOURCES.txt):"
