@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The attention peers on the H200 (no network), in one device call of at most 600 s, all under $OUT:
 #  1. build SageAttention2's sm90 kernel and FlashAttention-3's FP8 forward from build/peers-src
-#     (scripts/peer_sources.sh lays it out; scripts/build_peers.sh builds; wheels to wheelhouse/ and $OUT/wheels);
+#     (scripts/peer_sources.sh lays it out; scripts/build_peers.sh builds; wheels to wheelhouse/ and $OUT/wheels),
+#     unless wheelhouse/ already holds both wheels (put $OUT/wheels there for later calls) and REBUILD is unset;
 #  2. install them and cudnn-frontend's wheel from wheelhouse/ into /tmp/site (only these: the image has the rest
 #     the bench needs, and the sources and wheels stay small enough to travel with the call);
 #  3. check each peer against BF16 SDPA (tests/test_kernels_peers_gpu.py);
@@ -14,8 +15,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
-PEER_BUILD_S=${BUILD_S:-300} bash scripts/build_peers.sh build/peers-src "$OUT"
 shopt -s nullglob
+sage2=(wheelhouse/sageattention-*.whl)
+fa3=(wheelhouse/flash_attn_3-*.whl)
+if [[ -n ${REBUILD:-} ]] || ((${#sage2[@]} == 0 || ${#fa3[@]} == 0)); then
+  PEER_BUILD_S=${BUILD_S:-300} bash scripts/build_peers.sh build/peers-src "$OUT"
+else
+  echo "peers: the wheels already in wheelhouse/ (REBUILD=1 builds them again): ${sage2[*]} ${fa3[*]}" \
+    | tee -a "$OUT/device.txt"
+fi
 wheels=(wheelhouse/nvidia_cudnn_frontend-*.whl wheelhouse/sageattention-*.whl wheelhouse/flash_attn_3-*.whl)
 ((${#wheels[@]})) && python3 -m pip install -q --no-index --no-deps --target /tmp/site "${wheels[@]}"
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
