@@ -15,6 +15,11 @@ done
 # diffusers needs huggingface_hub >= 1.32
 python3 -c "import huggingface_hub as h, sys; sys.exit(tuple(map(int, h.__version__.split('.')[:2])) < (1, 32))" \
   2>/dev/null || missing+=(wheelhouse/huggingface_hub-*.whl)
+# the attention peers, where scripts/build_peers.sh has built their wheels (the newest of each)
+for pair in sageattention:sageattention flash_attn_interface:flash_attn_3; do
+  wheel=$(ls -t wheelhouse/"${pair#*:}"-*.whl 2>/dev/null | head -1)
+  if [[ -n $wheel ]] && ! python3 -c "import ${pair%%:*}" 2>/dev/null; then missing+=("$wheel"); fi
+done
 if ((${#missing[@]})); then
   echo "installing into $SITE: ${missing[*]}"
   python3 -m pip install -q --no-index --no-deps --target "$SITE" "${missing[@]}"

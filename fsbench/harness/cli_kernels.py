@@ -119,13 +119,23 @@ def _need_hopper() -> str:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON here")
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
 @click.option("--clock-seconds", type=click.FloatRange(min=0), default=0, show_default=True,
-              help="then run each row back to back this long, with its SM clock and power (the 700 W cap)")
+              help="then run each row back to back this long, with its SM clock, power and TFLOP/J (the 700 W cap)")
+@click.option("--interleave", is_flag=True,
+              help="time the rows round-robin, each once per repeat, so clock drift reaches all alike (no emulator)")
+@click.option("--sweep", is_flag=True,
+              help="the fixed grid of shapes (4k-128k keys at 24 and 40 heads), interleaved; rows default to "
+                   "gluon-fused-mxfp8, cudnn-fp8 and sdpa-cudnn-bf16")
 def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
-          md_path: str | None, clock_seconds: float) -> None:
-    """TFLOP/s and accuracy of SDPA, cuDNN FP8, the conventional FP8 and the fused Triton and Gluon kernels (needs an
-    H200)."""
+          md_path: str | None, clock_seconds: float, interleave: bool, sweep: bool) -> None:
+    """TFLOP/s and accuracy of SDPA, cuDNN FP8, SageAttention2, FlashAttention-3 FP8, the conventional FP8 and the
+    fused Triton and Gluon kernels (needs an H200)."""
     from fsbench.kernels import bench as kbench
+    from fsbench.kernels import sweep as ksweep
 
+    if sweep and shapes:
+        raise click.BadParameter("--sweep runs its own grid of shapes; leave --shape out", param_hint="--shape")
+    if sweep and not row_names:
+        row_names = ",".join(ksweep.ROWS)
     try:
         selected, left_out = kbench.select_rows(row_names.split(",") if row_names else None)
     except ValueError as exc:
@@ -133,15 +143,25 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
     for row in left_out:
         click.echo(f"skipping row {row.name}: it {row.missing}", err=True)
     header = provenance(_need_hopper())
+    if sweep:
+        header["sweep"] = {"seq_lens": list(ksweep.SEQ_LENS), "heads": list(ksweep.HEADS), "repeats": repeats}
     results = []
-    for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
-        results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
-                                      progress=_echo_row, hold=_holder(clock_seconds))
-        click.echo(kbench.format_table(results))
+    for shape in list(ksweep.GRID) if sweep else [_shape(s) for s in shapes] or list(kbench.SHAPES):
+        if sweep or interleave:  # its rows as each shape ends, the whole table once at the end
+            measured = ksweep.bench_interleaved(shape, selected, repeats=repeats, hold=_holder(clock_seconds))
+            for row in measured:
+                _echo_row(row)
+            results += measured
+        else:
+            results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
+                                          progress=_echo_row, hold=_holder(clock_seconds))
+            click.echo(kbench.format_table(results))
         if json_path:  # after every shape, so a run that is stopped keeps what it measured
             atomic_write_text(Path(json_path), json.dumps({**header, "rows": results}, indent=1) + "\n")
         if md_path:
             atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
+    if sweep or interleave:
+        click.echo(kbench.format_table(results))
 
 
 def _echo_row(row: dict) -> None:
@@ -151,17 +171,39 @@ def _echo_row(row: dict) -> None:
     click.echo(kbench.format_table([row]).splitlines()[-1])
     held = row.get("back_to_back")
     if held:
+        per_joule = held.get("tflop_per_j")
         click.echo(f"{'':<20} back to back: {held['tflops']:.1f} TFLOP/s at {held.get('clock_mhz', float('nan')):.0f} "
-                   f"MHz, {held.get('power_w', float('nan')):.0f} W")
+                   f"MHz, {held.get('power_w', float('nan')):.0f} W"
+                   + ("" if per_joule is None else f", {per_joule:.3f} TFLOP/J"))
 
 
 def _holder(seconds: float):
-    """The bench's `hold` hook: each row back to back for `seconds` with the GPU's clock sampled (None for 0)."""
+    """The bench's `hold` hook: each row back to back for `seconds` with the GPU's clock and power sampled, and
+    the TFLOP/J they give (None for 0)."""
     if not seconds:
         return None
     from fsbench.harness import gpu_clock
+    from fsbench.kernels.sweep import tflop_per_joule
 
-    return lambda fn, args, flops: gpu_clock.back_to_back(fn, args, seconds, flops)
+    def hold(fn, args, flops):
+        held = gpu_clock.back_to_back(fn, args, seconds, flops)
+        return {**held, "tflop_per_j": tflop_per_joule(held)}
+    return hold
+
+
+@kernels.command("plot-sweep")
+@click.argument("json_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("png", type=click.Path(dir_okay=False, path_type=Path))
+def plot_sweep(json_path: Path, png: Path) -> None:
+    """TFLOP/s (and TFLOP/J, where held) against sequence length, one line per row and head count, from the JSON
+    of `fsbench kernels bench --sweep --json`, drawn to PNG."""
+    from fsbench.kernels.sweep_plot import plot_sweep as draw
+
+    try:
+        doc = json.loads(json_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{json_path}: not JSON ({exc})") from exc
+    click.echo(f"{png}: {draw(doc, png)} lines")
 
 
 @kernels.command("check")

@@ -5,7 +5,8 @@ warm-up, median of the repeats, rotating over several input sets so no call find
 The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
 "x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
 same schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`, its
-scaling and casts included), timed only where the optional cudnn-frontend package is installed. Accuracy is
+scaling and casts included), timed only where the optional cudnn-frontend package is installed; `sage2-fp8` and
+`fa3-fp8` are SageAttention2 and FlashAttention-3 (`kernels.peers`), likewise only where they are installed. Accuracy is
 measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error ||out - ref|| / ||ref||
 in percent and the cosine similarity.
 """
@@ -49,12 +50,14 @@ def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
 def rows() -> list[Row]:
     from torch.nn.attention import SDPBackend
 
-    from fsbench.kernels import cudnn_fp8
+    from fsbench.kernels import cudnn_fp8, peers
 
     return [Row("sdpa-cudnn-bf16", _sdpa(SDPBackend.CUDNN_ATTENTION)),
             Row("sdpa-flash-bf16", _sdpa(SDPBackend.FLASH_ATTENTION)),
             Row("cudnn-fp8", cudnn_fp8.cudnn_fp8_attention, None if cudnn_fp8.available() else
                 f"needs the cudnn-frontend package (pip install {cudnn_fp8.PACKAGE})"),
+            Row("sage2-fp8", peers.sage2_fp8_attention, peers.sage2_missing()),
+            Row("fa3-fp8", peers.fa3_fp8_attention, peers.fa3_missing()),
             Row("triton-conventional-fp8", _triton("mxfp8", softmax="conventional")),
             Row("triton-fused-mxfp8", _triton("mxfp8")),
             Row("triton-fused-mxfp8-nogate", _triton("mxfp8", gate_doublings=None)),
@@ -119,6 +122,13 @@ def accuracy(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
             "cosine": torch.nn.functional.cosine_similarity(o, r, dim=0).item()}
 
 
+def make_inputs(shape: tuple[int, int, int, int], sets: int) -> list[tuple[torch.Tensor, ...]]:
+    """`sets` (q, k, v) triples of standard normal BF16 on the GPU, the same for every row (seed 0)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    return [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+            for _ in range(sets)]
+
+
 def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: int = 2, repeats: int = 7,
                 input_sets: int = 3, emulate: bool = False,
                 progress: Callable[[dict[str, Any]], None] | None = None,
@@ -129,9 +139,7 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
     result's "back_to_back" (the harness samples them; this module knows nothing of how)."""
     b, h, s, d = shape
     flops = 4 * b * h * s * s * d
-    g = torch.Generator(device="cuda").manual_seed(0)
-    inputs = [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-              for _ in range(input_sets)]
+    inputs = make_inputs(shape, input_sets)
     from torch.nn.attention import SDPBackend
 
     ref = _sdpa(SDPBackend.CUDNN_ATTENTION)(*inputs[0])
