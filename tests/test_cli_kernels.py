@@ -86,7 +86,7 @@ def test_check_refuses_an_unknown_engine():
 
 
 def test_bench_markdown_adds_the_clock_columns_only_when_a_row_was_held():
-    from fsbench.kernels.bench import format_markdown
+    from fsbench.kernels.tools.bench import format_markdown
 
     row = {"row": "gluon-fused-mxfp8", "shape": [1, 40, 75600, 128], "median_ms": 130.0, "tflops": 900.0,
            "rel_err_pct": 5.7, "cosine": 0.998, "x_cudnn": 1.56, "x_conventional": 1.06}

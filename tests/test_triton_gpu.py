@@ -9,9 +9,9 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("needs a Hopper (sm_90) CUDA GPU", allow_module_level=True)
 
 from fsbench.kernels import attention_with_stats  # noqa: E402
-from fsbench.kernels.check import Case, make_inputs  # noqa: E402
-from fsbench.kernels.emulator import emulate  # noqa: E402
-from fsbench.kernels.triton_attention import triton_attention  # noqa: E402
+from fsbench.kernels.tools.check import Case, make_inputs  # noqa: E402
+from fsbench.kernels.reference.emulator import emulate  # noqa: E402
+from fsbench.kernels.hopper.launch import triton_attention  # noqa: E402
 
 CONVENTIONAL = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
 
@@ -88,7 +88,7 @@ def test_bshd_entry_point_returns_bshd_in_the_input_dtype(engine):
 @pytest.fixture
 def one_config(request):
     """Pin the autotuner to one launch configuration (so every tiling is checked, not only the fastest)."""
-    from fsbench.kernels.triton_fused import attention_kernel
+    from fsbench.kernels.hopper.triton_fused import attention_kernel
 
     configs, cache = attention_kernel.configs, attention_kernel.cache
     attention_kernel.configs, attention_kernel.cache = [configs[request.param]], {}

@@ -28,7 +28,7 @@ def _shape(text: str) -> tuple[int, int, int, int]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def proxy_table(as_json: bool) -> None:
     """Paper Table 8: what each Schraudolph proxy width costs, computed."""
-    from fsbench.kernels.schraudolph import proxy_table as compute
+    from fsbench.kernels.reference.schraudolph import proxy_table as compute
 
     rows = compute()
     if as_json:
@@ -60,7 +60,7 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
     import torch
     from tqdm import tqdm
 
-    from fsbench.kernels.ablation import FORMATS, ROWS, format_ablation, run_ablation
+    from fsbench.kernels.tools.ablation import FORMATS, ROWS, format_ablation, run_ablation
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available here")
@@ -86,7 +86,7 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The merged JSON.")
 def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     """Average ablation JSONs of consecutive seed ranges (same shape and formats) into one."""
-    from fsbench.kernels.ablation import format_ablation, merge_ablations
+    from fsbench.kernels.tools.ablation import format_ablation, merge_ablations
 
     results = []
     for part in parts:
@@ -124,7 +124,7 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
           md_path: str | None, clock_seconds: float) -> None:
     """TFLOP/s and accuracy of SDPA, cuDNN FP8, the conventional FP8 and the fused Triton and Gluon kernels (needs an
     H200)."""
-    from fsbench.kernels import bench as kbench
+    from fsbench.kernels.tools import bench as kbench
 
     try:
         selected, left_out = kbench.select_rows(row_names.split(",") if row_names else None)
@@ -146,7 +146,7 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
 
 def _echo_row(row: dict) -> None:
     """One bench row as soon as it is measured, with its back-to-back clock where one was taken."""
-    from fsbench.kernels import bench as kbench
+    from fsbench.kernels.tools import bench as kbench
 
     click.echo(kbench.format_table([row]).splitlines()[-1])
     held = row.get("back_to_back")
@@ -171,7 +171,7 @@ def _holder(seconds: float):
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
 def check(formats: str, engine: str, json_path: str | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
-    from fsbench.kernels import check as kcheck
+    from fsbench.kernels.tools import check as kcheck
 
     header = provenance(_need_hopper())
     rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)

@@ -49,7 +49,7 @@ def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> st
         return "sdpa"
     if not _triton_supported(device):
         return "emulate"
-    from fsbench.kernels.tiling import GLUON_HEAD_DIM
+    from fsbench.kernels.hopper.tiling import GLUON_HEAD_DIM
 
     return "gluon" if head_dim == GLUON_HEAD_DIM else "triton"
 
@@ -93,11 +93,11 @@ def _dispatch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl:
             raise ValueError(f"impl='sdpa' computes bf16 attention only, not {fmt}")
         out, stats = _sdpa(q, k, v, options), AttentionStats()
     elif impl == "emulate":
-        from fsbench.kernels.emulator import emulate
+        from fsbench.kernels.reference.emulator import emulate
 
         out, stats = emulate(q, k, v, fmt, **options)
     else:
-        from fsbench.kernels.triton_attention import triton_attention
+        from fsbench.kernels.hopper.launch import triton_attention
 
         out, stats = triton_attention(q, k, v, fmt, stats=want_stats, engine=impl, **options)
     if layout == "BSHD":

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""A/B of Gluon kernel variants in one process on the H200: the committed `kernels.gluon_fused.attention_kernel`,
+"""A/B of Gluon kernel variants in one process on the H200: the committed `kernels.hopper.gluon_fused.attention_kernel`,
 then each variant module's `attention_kernel` swapped in (same host wrapper, prepass and launch), then the
 committed kernel again (the gap between the two committed timings bounds the noise). The timings are taken in
 rounds, one warm-up and one timed call of every kernel per round, so that a drift of the clocks over the run
 (thermal, power) falls on every kernel alike. Each output is compared bit for bit with the committed kernel's.
 With --clock-seconds, each kernel then also runs back to back for that long while nvidia-smi samples the SM clock
 and power (`harness.gpu_clock`): the H200 holds its 700 W cap, so a variant can gain clock instead of cycles.
-A variant is a copy of fsbench/kernels/gluon_fused.py with the change, kept outside the repository.
+A variant is a copy of fsbench/kernels/hopper/gluon_fused.py with the change, kept outside the repository.
 
 usage: python3 scripts/lab/ab_gluon.py VARIANT.py [VARIANT.py ...] [--shape 1,40,75600,128] [--json OUT.json]
                                   [--clock-seconds 6]
@@ -55,10 +55,10 @@ def main(variants: tuple[str, ...], shape: str, config_names: str, repeats: int,
         raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(CONFIGS)}", param_hint="--configs")
     import torch
 
-    import fsbench.kernels.gluon_fused as gluon_fused
+    import fsbench.kernels.hopper.gluon_fused as gluon_fused
     from fsbench.harness import gpu_clock
-    from fsbench.kernels.bench import time_ms
-    from fsbench.kernels.triton_attention import triton_attention
+    from fsbench.kernels.tools.bench import time_ms
+    from fsbench.kernels.hopper.launch import triton_attention
 
     committed = gluon_fused.attention_kernel
     candidates = [("committed", committed), *(_load(path) for path in variants), ("committed-again", committed)]

@@ -30,8 +30,8 @@ def main(shape: str, names: str) -> None:
         raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(VARIANTS)}", param_hint="--variants")
     import torch
 
-    from fsbench.kernels.triton_attention import triton_attention
-    from fsbench.kernels.triton_fused import attention_kernel
+    from fsbench.kernels.hopper.launch import triton_attention
+    from fsbench.kernels.hopper.triton_fused import attention_kernel
 
     attention_kernel.configs = [c for c in attention_kernel.configs if c.kwargs["BM"] == 64 and c.maxnreg == 168]
     g = torch.Generator(device="cuda").manual_seed(0)

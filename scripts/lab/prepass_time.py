@@ -28,8 +28,8 @@ def main(json_path: str | None) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from fsbench.kernels.bench import time_ms
-    from fsbench.kernels.triton_attention import (
+    from fsbench.kernels.tools.bench import time_ms
+    from fsbench.kernels.hopper.launch import (
         parse_options,
         quantize,
         triton_attention,

@@ -47,7 +47,7 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, bloc
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from fsbench.kernels import tiling, triton_attention
+    from fsbench.kernels.hopper import launch, tiling
 
     fused, gate, p_emax, p_shift, p_clamp, p_blocks = flags
     num_warps = block_m // 16
@@ -57,19 +57,19 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, bloc
     signature = {**_descriptor_types(engine, bm, bn, d), "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
                  "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
     signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_ST", "N_KT", "gate_p")})
-    constexprs = {"D": d, "BM": bm, "BN": bn, "STAT_M": tiling.STAT_M, "D_BIAS": triton_attention.D_BIAS,
+    constexprs = {"D": d, "BM": bm, "BN": bn, "STAT_M": tiling.STAT_M, "D_BIAS": launch.D_BIAS,
                   "FUSED": fused, "GATE": gate,
                   "P_EMAX": p_emax, "P_SHIFT": p_shift, "P_CLAMP": p_clamp,
                   "P_BLOCKS": p_blocks}
     if engine == "gluon":
         from triton.experimental.gluon._runtime import GluonASTSource
 
-        from fsbench.kernels.gluon_fused import attention_kernel as fn
+        from fsbench.kernels.hopper.gluon_fused import attention_kernel as fn
 
         constexprs["STAGES"] = num_stages
         source = GluonASTSource
     else:
-        from fsbench.kernels.triton_fused import attention_kernel
+        from fsbench.kernels.hopper.triton_fused import attention_kernel
 
         fn, source = attention_kernel.fn, ASTSource
     signature.update({k: "constexpr" for k in constexprs})

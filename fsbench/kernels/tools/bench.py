@@ -40,7 +40,7 @@ def _sdpa(backend) -> Callable:
 
 def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
     def run(q, k, v):
-        from fsbench.kernels.triton_attention import triton_attention
+        from fsbench.kernels.hopper.launch import triton_attention
 
         return triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)[0]
     return run
@@ -49,7 +49,7 @@ def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
 def rows() -> list[Row]:
     from torch.nn.attention import SDPBackend
 
-    from fsbench.kernels import cudnn_fp8
+    from fsbench.kernels.tools import cudnn_fp8
 
     return [Row("sdpa-cudnn-bf16", _sdpa(SDPBackend.CUDNN_ATTENTION)),
             Row("sdpa-flash-bf16", _sdpa(SDPBackend.FLASH_ATTENTION)),
@@ -90,7 +90,7 @@ def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
 
 def engine_of(row_name: str) -> str | None:
     """'triton' or 'gluon' for the FP8 kernel rows, None for the SDPA baselines."""
-    from fsbench.kernels.triton_attention import ENGINES
+    from fsbench.kernels.hopper.launch import ENGINES
 
     engine = row_name.split("-", 1)[0]
     return engine if engine in ENGINES else None
@@ -142,16 +142,16 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
                   "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
         if engine_of(row.name) == "triton":
-            from fsbench.kernels.triton_fused import attention_kernel
+            from fsbench.kernels.hopper.triton_fused import attention_kernel
 
             result["launch"] = str(attention_kernel.best_config)  # the autotuner's pick for this row
         elif engine_of(row.name) == "gluon":
-            from fsbench.kernels.tiling import GLUON
+            from fsbench.kernels.hopper.tiling import GLUON
 
             result["launch"] = str(GLUON)
         fmt = row.name.split("-fused-", 1)[-1]
         if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
-            from fsbench.kernels.emulator import emulate as run_emulator
+            from fsbench.kernels.reference.emulator import emulate as run_emulator
 
             emu = run_emulator(*inputs[0], fmt)[0]
             result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from fsbench.kernels import tiling
+from fsbench.kernels.hopper import tiling
 from fsbench.kernels.stats import AttentionStats
 
 LOG2E = math.log2(math.e)
@@ -139,7 +139,7 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
 def _hadamard_pm1(d: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """The unnormalized (+-1) Hadamard matrix on `device` in `dtype` (exact in 16 bits), made once rather than
     copied there every call."""
-    from fsbench.kernels.hadamard import hadamard_matrix
+    from fsbench.kernels.reference.hadamard import hadamard_matrix
 
     return (hadamard_matrix(d, device) * d ** 0.5).round().to(dtype).contiguous()
 
@@ -147,7 +147,7 @@ def _hadamard_pm1(d: int, device: torch.device, dtype: torch.dtype) -> torch.Ten
 def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
              engine: str = "triton") -> dict[str, torch.Tensor]:
     """The prepass: E4M3 operands with their group scales, keys in `engine`'s order (`kernels.triton_prepass`)."""
-    from fsbench.kernels import triton_prepass as pre
+    from fsbench.kernels.hopper import prepass as pre
 
     b, h, sq, d = q.shape
     sk = k.shape[2]
@@ -207,7 +207,7 @@ def _launch_triton(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads,
     """The autotuned Triton kernel (the launch grid follows the configuration's query tile)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    from fsbench.kernels.triton_fused import attention_kernel
+    from fsbench.kernels.hopper.triton_fused import attention_kernel
 
     d, bn, sqp = consts["D"], consts["BN"], sizes[2]
     desc_q = TensorDescriptor.from_tensor(q, [tiling.STAT_M, d])  # block set per configuration
@@ -223,7 +223,7 @@ def _launch_gluon(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, 
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from fsbench.kernels.gluon_fused import attention_kernel
+    from fsbench.kernels.hopper.gluon_fused import attention_kernel
 
     def descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
         return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gl.float8e4nv))

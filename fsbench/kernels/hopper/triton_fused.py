@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from fsbench.kernels import tiling
+from fsbench.kernels.hopper import tiling
 
 MAGIC = tl.constexpr(12582912.0)        # 1.5 * 2^23
 MAGIC_BITS = tl.constexpr(0x4B400000)   # its float32 bit pattern

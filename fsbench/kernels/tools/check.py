@@ -55,8 +55,8 @@ def cases() -> list[Case]:
 def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cuda",
             engine: str = "triton") -> dict[str, Any]:
     """Run the kernel of `engine` and the emulator on one case; returns differences and statistics."""
-    from fsbench.kernels.emulator import emulate
-    from fsbench.kernels.triton_attention import triton_attention
+    from fsbench.kernels.reference.emulator import emulate
+    from fsbench.kernels.hopper.launch import triton_attention
 
     q, k, v = make_inputs(case, seed, device)
     options = dict(case.options)
