@@ -34,14 +34,16 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-MAGIC: gl.constexpr = gl.constexpr(12582912.0)        # 1.5 * 2^23
-MAGIC_BITS: gl.constexpr = gl.constexpr(0x4B400000)   # its float32 bit pattern
-TWO_M16: gl.constexpr = gl.constexpr(1.52587890625e-05)  # 2^-16
-TWO_M13: gl.constexpr = gl.constexpr(1.220703125e-04)    # 2^-13
-# E2M3 P clamps at 7.5 * 2^-6 (its largest value in E4M3 units; BF16 pattern 15856) inside the Stage-A FFMA: .sat
-# caps it at 1, which a base in [1024, 2048) (step 2^-13) puts 8192 patterns above the base's: base pattern 7664
-P_SAT_FLOOR: gl.constexpr = gl.constexpr(7664)
-P_SAT_BASE: gl.constexpr = gl.constexpr(1024.935546875)  # 1024 + 7664 * 2^-13
+from fsbench.kernels import constants
+
+# the shared constants (`kernels.constants` says what each is), as the constexpr globals a jit function may read
+MAGIC: gl.constexpr = gl.constexpr(constants.MAGIC)
+MAGIC_BITS: gl.constexpr = gl.constexpr(constants.MAGIC_BITS)
+TWO_M13: gl.constexpr = gl.constexpr(constants.TWO_M13)
+TWO_M16: gl.constexpr = gl.constexpr(constants.TWO_M16)
+P_BASE: gl.constexpr = gl.constexpr(constants.P_BASE)
+P_SAT_FLOOR: gl.constexpr = gl.constexpr(constants.P_SAT_FLOOR)
+P_SAT_BASE: gl.constexpr = gl.constexpr(constants.P_SAT_BASE)
 
 
 @gluon.jit
@@ -170,7 +172,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, p_layout: gl.constexpr, D
     if P_CLAMP:
         t = _fma_sat(s, _broadcast_to(gl.expand_dims(a128 * TWO_M13, 1), s.shape), c_p) + P_SAT_BASE
     else:
-        t = _fma_sat(s, _broadcast_to(gl.expand_dims(a128 * TWO_M16, 1), s.shape), c_p) + 192.0
+        t = _fma_sat(s, _broadcast_to(gl.expand_dims(a128 * TWO_M16, 1), s.shape), c_p) + P_BASE
     p = (t.to(gl.int32, bitcast=True) << 16).to(gl.float32, bitcast=True)
     p8 = _to_e4m3(gl.convert_layout(p, p_layout, assert_trivial=True))
     if P_BLOCKS:  # P in its block's units (2^s_b at 2^-6, where E4M3's subnormals round as E2M3's) -> 2^e units

@@ -19,13 +19,10 @@ from typing import Any
 
 import torch
 
+from fsbench.kernels.constants import D_BIAS, E4M3_MAX, LOG2E, TRIP_DOUBLINGS
 from fsbench.kernels.hopper import tiling
 from fsbench.kernels.stats import AttentionStats
 
-LOG2E = math.log2(math.e)
-SCHRAUDOLPH_EPSILON = 0.05798  # kernels.schraudolph.EPSILON
-D_BIAS = 128.0 * (127 - SCHRAUDOLPH_EPSILON)  # Stage-A pattern offset 2^M (bias - eps), M = 7 (BF16)
-TRIP_DOUBLINGS = 32  # gate trips are counted against this cap when the gate is disabled
 FORMATS = ("mxfp8", "mxfp6", "mxfp4")
 SOFTMAX = ("fused", "conventional")
 MX_P_SCALES = ("block", "row")
@@ -175,7 +172,7 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
                                                         ROTATE=opts.hadamard, PER_ROW=per_row, num_stages=2, **consts)
     if opts.fmt == "mxfp8":
         amax = torch.linalg.vector_norm(v, float("inf")).float()  # max |v| in one pass (abs().amax() makes two)
-        tensor_scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax)).reshape(1)
+        tensor_scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax)).reshape(1)
     else:
         tensor_scale = t["v_scale"]
     pre.quantize_v_kernel[(nk, b * h)](v, t["v"], t["v_scale"], tensor_scale, *v.stride(), h, sk, nk * rows, nk,

@@ -7,13 +7,13 @@ format the output difference to the emulator and both statistics are reported.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-LOG2E = math.log2(math.e)
+from fsbench.kernels.constants import LOG2E
+
 
 
 @dataclass(frozen=True)
