@@ -85,20 +85,20 @@ def test_attention_dispatches_impl_triton_and_gluon_to_the_wrapper(impl):
                                                           ("mxfp4", 128, False, "emulate"), ("bf16", 128, True, "sdpa")])
 def test_auto_picks_gluon_on_hopper_at_head_dim_128_else_triton_or_emulator(fmt, head_dim, hopper, expected,
                                                                               monkeypatch):
-    from fsbench.kernels import api
+    from fsbench.kernels import api, registry
 
-    monkeypatch.setattr(api, "_triton_supported", lambda device: hopper)
+    monkeypatch.setattr(registry, "device_capability", lambda device: (9, 0) if hopper else None)
     assert api.resolve_impl(fmt, "auto", torch.device("cpu"), head_dim) == expected
     assert api.resolve_impl(fmt, "triton", torch.device("cpu"), head_dim) == "triton"
 
 
-def test_unknown_engines_and_gluon_head_dim_64_are_refused():
-    from fsbench.kernels.hopper.launch import triton_attention
+def test_unknown_kernels_and_gluon_head_dim_64_are_refused():
+    from fsbench.kernels.hopper.launch import GLUON_KERNEL, triton_attention
 
-    with pytest.raises(ValueError, match="engine"):
-        triton_attention(*_bhsd(), "mxfp8", engine="cuda")
-    with pytest.raises(ValueError, match="engine='triton'"):
-        triton_attention(*_bhsd(d=64), "mxfp8", engine="gluon")
+    with pytest.raises(ValueError, match="HopperKernel"):
+        triton_attention(*_bhsd(), "mxfp8", kernel="cuda")
+    with pytest.raises(ValueError, match="head_dim.*Triton kernel"):
+        triton_attention(*_bhsd(d=64), "mxfp8", kernel=GLUON_KERNEL)
 
 
 def test_bench_ratios_compare_each_engine_with_its_own_conventional_kernel():
@@ -311,10 +311,11 @@ def tile_scale(x):
 
 
 out = {}
+kernels = {"triton": ta.TRITON_KERNEL, "gluon": ta.GLUON_KERNEL}
 for fmt in ("mxfp8", "mxfp6", "mxfp4"):
     for engine in ("triton", "gluon"):
         for hadamard in (False, True):
-            t = ta.quantize(q, k, v, ta.parse_options(fmt, {"hadamard": hadamard}), engine)
+            t = ta.quantize(q, k, v, ta.parse_options(fmt, {"hadamard": hadamard}), kernels[engine])
             emu = quantize_operands(q, k, v, fmt, EmulatorOptions(hadamard=hadamard))
             k_keys, v_keys = t["k"].float()[:, stored[engine, "k"]], t["v"].float()[:, :, stored[engine, "v"]]
             got = {"q": (t["q"].float() * t["q_scale"][..., None])[:, :s],

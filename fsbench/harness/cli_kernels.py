@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.kernels import registry
 
 
 @click.group()
@@ -166,7 +167,7 @@ def _holder(seconds: float):
 
 @kernels.command("check")
 @click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True)
-@click.option("--engine", type=click.Choice(["triton", "gluon"]), default="triton", show_default=True,
+@click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
               help="which kernel to check")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
 def check(formats: str, engine: str, json_path: str | None) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+MX_FORMATS = ("mxfp8", "mxfp6", "mxfp4")  # the MX formats the emulator and the Hopper kernels compute
+FORMATS = ("bf16",) + MX_FORMATS  # every format `kernels.attention` takes
 LOG2E = math.log2(math.e)  # scores are scaled by sm_scale * log2(e), so the softmax is a power of two
 SCHRAUDOLPH_EPSILON = 0.05798  # Schraudolph's offset: the pattern is 2^M (x + bias - epsilon)
 BF16_MANTISSA_SCALE = 128.0  # 2^M of the u16 (BF16) proxy, M = 7 mantissa bits

@@ -30,6 +30,7 @@ def main(shape: str, names: str) -> None:
         raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(VARIANTS)}", param_hint="--variants")
     import torch
 
+    from fsbench.kernels import registry
     from fsbench.kernels.hopper.launch import triton_attention
     from fsbench.kernels.hopper.triton_fused import attention_kernel
 
@@ -39,7 +40,7 @@ def main(shape: str, names: str) -> None:
     q, k, v = (torch.randn(dims, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     for name in names.split(","):
         engine, fmt, options = VARIANTS[name]
-        triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)
+        triton_attention(q, k, v, fmt, stats=False, kernel=registry.get(engine).hopper, **options)
         torch.cuda.synchronize()
         print("launched", name, flush=True)
 

@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import torch
 
+from fsbench.kernels import registry
+
 SHAPES = ((1, 40, 75600, 128), (1, 24, 32768, 128))
 
 
@@ -38,11 +40,14 @@ def _sdpa(backend) -> Callable:
     return run
 
 
-def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
+def _triton(fmt: str, engine: str = registry.TRITON, **options: Any) -> Callable:
+    """A row of the Hopper kernel the registry calls `engine`."""
+    kernel = registry.get(engine).hopper
+
     def run(q, k, v):
         from fsbench.kernels.hopper.launch import triton_attention
 
-        return triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)[0]
+        return triton_attention(q, k, v, fmt, stats=False, kernel=kernel, **options)[0]
     return run
 
 
@@ -62,13 +67,13 @@ def rows() -> list[Row]:
             Row("triton-fused-mxfp4", _triton("mxfp4")),
             Row("triton-fused-mxfp6-rowscale", _triton("mxfp6", mx_p_scale="row")),
             Row("triton-fused-mxfp4-rowscale", _triton("mxfp4", mx_p_scale="row")),
-            Row("gluon-conventional-fp8", _triton("mxfp8", "gluon", softmax="conventional")),
-            Row("gluon-fused-mxfp8", _triton("mxfp8", "gluon")),
-            Row("gluon-fused-mxfp8-nogate", _triton("mxfp8", "gluon", gate_doublings=None)),
-            Row("gluon-fused-mxfp6", _triton("mxfp6", "gluon")),
-            Row("gluon-fused-mxfp4", _triton("mxfp4", "gluon")),
-            Row("gluon-fused-mxfp6-rowscale", _triton("mxfp6", "gluon", mx_p_scale="row")),
-            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", "gluon", mx_p_scale="row"))]
+            Row("gluon-conventional-fp8", _triton("mxfp8", registry.GLUON, softmax="conventional")),
+            Row("gluon-fused-mxfp8", _triton("mxfp8", registry.GLUON)),
+            Row("gluon-fused-mxfp8-nogate", _triton("mxfp8", registry.GLUON, gate_doublings=None)),
+            Row("gluon-fused-mxfp6", _triton("mxfp6", registry.GLUON)),
+            Row("gluon-fused-mxfp4", _triton("mxfp4", registry.GLUON)),
+            Row("gluon-fused-mxfp6-rowscale", _triton("mxfp6", registry.GLUON, mx_p_scale="row")),
+            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", registry.GLUON, mx_p_scale="row"))]
 
 
 def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
@@ -89,11 +94,9 @@ def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
 
 
 def engine_of(row_name: str) -> str | None:
-    """'triton' or 'gluon' for the FP8 kernel rows, None for the SDPA baselines."""
-    from fsbench.kernels.hopper.launch import ENGINES
-
+    """The registry's name of the Hopper kernel a row runs (its first word), None for the other rows."""
     engine = row_name.split("-", 1)[0]
-    return engine if engine in ENGINES else None
+    return engine if engine in registry.HOPPER else None
 
 
 def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, repeats: int) -> list[float]:
@@ -141,11 +144,11 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         med = statistics.median(ms)
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
                   "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
-        if engine_of(row.name) == "triton":
+        if engine_of(row.name) == registry.TRITON:
             from fsbench.kernels.hopper.triton_fused import attention_kernel
 
             result["launch"] = str(attention_kernel.best_config)  # the autotuner's pick for this row
-        elif engine_of(row.name) == "gluon":
+        elif engine_of(row.name) == registry.GLUON:
             from fsbench.kernels.hopper.tiling import GLUON
 
             result["launch"] = str(GLUON)

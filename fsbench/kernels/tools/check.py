@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from fsbench.kernels import registry
 from fsbench.kernels.constants import LOG2E
 
 
@@ -53,8 +54,9 @@ def cases() -> list[Case]:
 
 
 def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cuda",
-            engine: str = "triton") -> dict[str, Any]:
-    """Run the kernel of `engine` and the emulator on one case; returns differences and statistics."""
+            engine: str = registry.TRITON) -> dict[str, Any]:
+    """Run the Hopper kernel the registry calls `engine` and the emulator on one case; returns differences and
+    statistics."""
     from fsbench.kernels.reference.emulator import emulate
     from fsbench.kernels.hopper.launch import triton_attention
 
@@ -64,7 +66,7 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
     if softmax == "conventional":
         options["softmax"] = "conventional"
         emu_options.update(frozen_max=False, schraudolph=False, rowsum_gemm=False)
-    out, stats = triton_attention(q, k, v, fmt, engine=engine, **options)
+    out, stats = triton_attention(q, k, v, fmt, kernel=registry.get(engine).hopper, **options)
     ref, ref_stats = emulate(q, k, v, fmt, **emu_options)
     exact = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     diff = (out.float() - ref.float())
@@ -79,7 +81,7 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
 
 
 def run_checks(formats: tuple[str, ...] = ("mxfp8", "mxfp6", "mxfp4"), device: str = "cuda",
-               engine: str = "triton") -> list[dict[str, Any]]:
+               engine: str = registry.TRITON) -> list[dict[str, Any]]:
     """Every case in every format (fused), plus the conventional baseline in mxfp8 on the plain cases."""
     rows = []
     for case in cases():
