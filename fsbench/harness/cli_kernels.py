@@ -113,7 +113,8 @@ def _need_hopper() -> str:
 
 @kernels.command("bench")
 @click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
-@click.option("--rows", "row_names", default="", help="comma-separated row names (default: all)")
+@click.option("--rows", "row_names", default="", help="comma-separated row names (default: all; --list shows them)")
+@click.option("--list", "list_rows", is_flag=True, help="print the row names and exit (needs no GPU)")
 @click.option("--repeats", default=7, show_default=True, help="timed calls per row (median reported)")
 @click.option("--emulate/--no-emulate", default=True, show_default=True,
               help="also measure the emulator's error at shapes of at most 32768 keys")
@@ -121,11 +122,16 @@ def _need_hopper() -> str:
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
 @click.option("--clock-seconds", type=click.FloatRange(min=0), default=0, show_default=True,
               help="then run each row back to back this long, with its SM clock and power (the 700 W cap)")
-def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
-          md_path: str | None, clock_seconds: float) -> None:
-    """TFLOP/s and accuracy of SDPA, cuDNN FP8, the conventional FP8 and the fused Triton and Gluon kernels (needs an
-    H200)."""
+def bench(shapes: tuple[str, ...], row_names: str, list_rows: bool, repeats: int, emulate: bool,
+          json_path: str | None, md_path: str | None, clock_seconds: float) -> None:
+    """TFLOP/s and accuracy of SDPA, cuDNN FP8, the conventional FP8 and the fused Triton and Gluon kernels, and the
+    GEMM-only skeleton (needs an H200)."""
     from fsbench.kernels.tools import bench as kbench
+
+    if list_rows:
+        for row in kbench.rows():
+            click.echo(row.name + (f"  (cannot run here: it {row.missing})" if row.missing else ""))
+        return
 
     try:
         selected, left_out = kbench.select_rows(row_names.split(",") if row_names else None)

@@ -41,6 +41,7 @@ class KernelOptions:
     hadamard: bool
     sm_scale: float | None
     mx_p_scale: str = "block"
+    skeleton: bool = False  # the Gluon kernel's tiles and GEMMs without the softmax (`skeleton`): not attention
 
     @property
     def gate_pattern(self) -> int:
@@ -91,6 +92,17 @@ def parse_options(fmt: str, options: dict[str, Any]) -> KernelOptions:
     return KernelOptions(fmt=fmt, fused=softmax == "fused", gate_doublings=gate,
                          hadamard=bool(options.get("hadamard", True)), sm_scale=options.get("sm_scale"),
                          mx_p_scale=mx_p_scale)
+
+
+def skeleton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The measured limit of the Gluon kernel's schedule under the power cap: the mxfp8 prepass, then the same
+    tiles, ring, turns, both FP8 GEMMs, O update and row-sum MMA as the fused kernel, with P = E4M3(S / 1024)
+    instead of the softmax. The output is not attention."""
+    check_tensors(q, k, v)
+    if q.shape[-1] not in GLUON_KERNEL.head_dims:
+        raise ValueError(f"the skeleton is the Gluon kernel's: head_dim {GLUON_KERNEL.head_dims}, got {q.shape[-1]}")
+    opts = KernelOptions(fmt="mxfp8", fused=True, gate_doublings=32, hadamard=True, sm_scale=None, skeleton=True)
+    return forward(q, k, v, opts, GLUON_KERNEL)[0]
 
 
 def check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -234,11 +246,13 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptio
     out = torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device)
     flags = torch.zeros(b * h * nst * nk if opts.fused else 1, dtype=torch.int8, device=q.device)
     p_emax, p_shift, p_clamp, p_blocks = opts.p_format
+    sizes = Sizes(sq, sk, sqp, skp, nst, nk, opts.gate_pattern)
+    consts = dict(D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused, GATE=opts.gate_doublings is not None,
+                  P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks)
+    if opts.skeleton:  # only then: the kernels without the switch take the same launch
+        consts["SKELETON"] = True
     kernel.launch(Launch(ops["q"].view(-1, d), ops["k"].view(-1, d), ops["v"].view(-1, skp), ops["q_scale"],
-                         ops["k_scale"], ops["v_scale"], out, flags, Sizes(sq, sk, sqp, skp, nst, nk, opts.gate_pattern),
-                         b * h, dict(D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused,
-                                     GATE=opts.gate_doublings is not None, P_EMAX=p_emax, P_SHIFT=p_shift,
-                                     P_CLAMP=p_clamp, P_BLOCKS=p_blocks)))
+                         ops["k_scale"], ops["v_scale"], out, flags, sizes, b * h, consts))
     return out, flags, nk
 
 

@@ -3,10 +3,12 @@
 TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a
 warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
 The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
-"x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
-same schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`, its
-scaling and casts included), timed only where the optional cudnn-frontend package is installed. Accuracy is
-measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error ||out - ref|| / ||ref||
+`skeleton-fp8` runs the Gluon kernel's tiles with both FP8 GEMMs and no softmax: the measured limit of that
+schedule under the power cap (no error columns: its output is not attention). "x conventional" compares each row
+with the conventional FP8 kernel of its own engine (same operands, same schedule, only the softmax differs).
+`cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`, its scaling and casts included), timed only where the
+optional cudnn-frontend package is installed. Accuracy is measured once per row against BF16 SDPA (cuDNN) on the
+first input set: relative error ||out - ref|| / ||ref||
 in percent and the cosine similarity.
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Row:
     name: str
     fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
     missing: str | None = None  # why the row cannot run here (an optional package absent), None if it can
+    attention: bool = True  # False for the skeleton, whose output is not attention (no error is measured)
 
 
 def _sdpa(backend) -> Callable:
@@ -73,7 +76,15 @@ def rows() -> list[Row]:
             Row("gluon-fused-mxfp6", _triton("mxfp6", registry.GLUON)),
             Row("gluon-fused-mxfp4", _triton("mxfp4", registry.GLUON)),
             Row("gluon-fused-mxfp6-rowscale", _triton("mxfp6", registry.GLUON, mx_p_scale="row")),
-            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", registry.GLUON, mx_p_scale="row"))]
+            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", registry.GLUON, mx_p_scale="row")),
+            Row("skeleton-fp8", _skeleton, attention=False)]
+
+
+def _skeleton(q, k, v):
+    """The Gluon kernel's tiles with both FP8 GEMMs and no softmax: the limit under the power cap."""
+    from fsbench.kernels.hopper.launch import skeleton
+
+    return skeleton(q, k, v)
 
 
 def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
@@ -143,7 +154,8 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         ms = time_ms(row.fn, inputs, warmup, repeats)
         med = statistics.median(ms)
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
-                  "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
+                  "tflops": flops / med / 1e9,
+                  **(accuracy(row.fn(*inputs[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
         if engine_of(row.name) == registry.TRITON:
             from fsbench.kernels.hopper.triton_fused import attention_kernel
 
@@ -185,6 +197,11 @@ def _ratio(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
+def _num(value: float | None, digits: int) -> str:
+    """An error column, blank for a row that is not attention."""
+    return "" if value is None else f"{value:.{digits}f}"
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     head = (f"{'shape':<20} {'row':<24} {'ms':>8} {'TFLOP/s':>8} {'x cuDNN':>8} {'x conv':>7} {'err %':>7} "
             f"{'cosine':>8} {'emu err %':>9}")
@@ -192,8 +209,9 @@ def format_table(results: list[dict[str, Any]]) -> str:
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"{str(tuple(r['shape'])):<20} {r['row']:<24} {r['median_ms']:>8.2f} {r['tflops']:>8.1f} "
-                     f"{_ratio(r.get('x_cudnn')):>8} {_ratio(r.get('x_conventional')):>7} {r['rel_err_pct']:>7.3f} "
-                     f"{r['cosine']:>8.5f} {'' if emu is None else f'{emu:.3f}':>9}")
+                     f"{_ratio(r.get('x_cudnn')):>8} {_ratio(r.get('x_conventional')):>7} "
+                     f"{_num(r['rel_err_pct'], 3):>7} "
+                     f"{_num(r['cosine'], 5):>8} {'' if emu is None else f'{emu:.3f}':>9}")
     return "\n".join(lines)
 
 
@@ -212,7 +230,7 @@ def format_markdown(results: list[dict[str, Any]]) -> str:
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
-                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {r['rel_err_pct']:.3f} | "
-                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |"
+                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {_num(r['rel_err_pct'], 3)} | "
+                     f"{_num(r['cosine'], 5)} | {'' if emu is None else f'{emu:.3f}'} |"
                      + (f" {_held(r)} |" if clocks else ""))
     return "\n".join(lines)
