@@ -1,4 +1,4 @@
-"""Every numerical constant the emulator and the Hopper kernels share, written once.
+"""Every constant the emulator and the Hopper kernels share, written once: the format names and the numbers.
 
 Plain Python numbers: the emulator and the launcher use them as they are; a `@triton.jit` or `@gluon.jit`
 kernel may only read globals that are constexpr, so each kernel module wraps the ones it reads
