@@ -86,7 +86,7 @@ def test_check_refuses_an_unknown_engine():
 
 
 def test_bench_markdown_adds_the_clock_columns_only_when_a_row_was_held():
-    from fsbench.kernels.bench import format_markdown
+    from fsbench.kernels.tools.bench import format_markdown
 
     row = {"row": "gluon-fused-mxfp8", "shape": [1, 40, 75600, 128], "median_ms": 130.0, "tflops": 900.0,
            "rel_err_pct": 5.7, "cosine": 0.998, "x_cudnn": 1.56, "x_conventional": 1.06}
@@ -108,3 +108,22 @@ def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
 def test_bench_refuses_a_negative_clock_window():
     result = CliRunner().invoke(main, ["kernels", "bench", "--clock-seconds", "-1"])
     assert result.exit_code == 2 and "--clock-seconds" in result.output
+
+
+def test_bench_lists_its_rows_with_the_skeleton_without_a_gpu():
+    result = CliRunner().invoke(main, ["kernels", "bench", "--list"])
+    names = [line.split()[0] for line in result.output.splitlines()]
+    assert result.exit_code == 0, result.output
+    assert "skeleton-fp8" in names and "gluon-fused-mxfp8" in names and "sdpa-cudnn-bf16" in names
+
+
+def test_the_skeleton_row_prints_its_speed_and_clock_with_blank_error_columns():
+    from fsbench.kernels.tools.bench import format_markdown, format_table
+
+    row = {"row": "skeleton-fp8", "shape": [1, 40, 75600, 128], "median_ms": 110.0, "tflops": 1070.0,
+           "rel_err_pct": None, "cosine": None, "x_cudnn": 1.8, "x_conventional": None,
+           "back_to_back": {"tflops": 1095.0, "clock_mhz": 1620.0, "power_w": 690.0}}
+    md = format_markdown([row]).splitlines()[-1]
+    assert md.startswith("| (1, 40, 75600, 128) | skeleton-fp8 | 110.00 | 1070.0 | 1.80 |  |  |  |")
+    assert md.endswith("| 1095.0 | 1620 | 690 |")
+    assert "skeleton-fp8" in format_table([row]) and "None" not in format_table([row])

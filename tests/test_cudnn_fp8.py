@@ -6,7 +6,7 @@ import torch
 from click.testing import CliRunner
 
 from fsbench.harness.cli import main
-from fsbench.kernels import cudnn_fp8
+from fsbench.kernels.tools import cudnn_fp8
 
 
 @pytest.mark.parametrize("shapes, message", [
@@ -37,7 +37,7 @@ def test_bench_refuses_the_cudnn_row_by_name_without_its_package(monkeypatch):
 
 
 def test_bench_rows_offer_the_cudnn_row_only_where_it_can_run(monkeypatch):
-    from fsbench.kernels import bench
+    from fsbench.kernels.tools import bench
 
     monkeypatch.setattr(cudnn_fp8, "available", lambda: False)
     selected, left_out = bench.select_rows(None)

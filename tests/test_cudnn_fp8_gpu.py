@@ -9,7 +9,7 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("needs a Hopper (sm_90) CUDA GPU", allow_module_level=True)
 pytest.importorskip("cudnn", reason="needs the cudnn-frontend package (pip install nvidia-cudnn-frontend)")
 
-from fsbench.kernels.cudnn_fp8 import cudnn_fp8_attention  # noqa: E402
+from fsbench.kernels.tools.cudnn_fp8 import cudnn_fp8_attention  # noqa: E402
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:

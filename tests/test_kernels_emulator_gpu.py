@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fsbench.kernels.ablation import CONVENTIONAL, relative_error_pct
-from fsbench.kernels.emulator import (
+from fsbench.kernels.tools.ablation import CONVENTIONAL, relative_error_pct
+from fsbench.kernels.reference.emulator import (
     _tile_probabilities,
     emulate,
     fused_tile_probabilities,

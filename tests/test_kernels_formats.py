@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fsbench.kernels.formats import (
+from fsbench.kernels.reference.formats import (
     E2M1,
     E2M3,
     E4M3,
@@ -14,7 +14,7 @@ from fsbench.kernels.formats import (
     quantize_per_tensor_fp8,
     representable_values,
 )
-from fsbench.kernels.hadamard import hadamard_matrix, rotate
+from fsbench.kernels.reference.hadamard import hadamard_matrix, rotate
 
 FORMATS = [E2M1, E2M3, E4M3]
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from fsbench.harness.cli import main
-from fsbench.kernels import bench, peers, sweep
+from fsbench.kernels.tools import bench, peers, sweep
 
 PEERS_ABSENT = peers.sage2_missing() is not None and peers.fa3_missing() is not None
 

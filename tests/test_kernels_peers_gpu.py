@@ -9,7 +9,7 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs a Hopper (sm_90) CUDA GPU", allow_module_level=True)
 
-from fsbench.kernels import peers, sweep  # noqa: E402
+from fsbench.kernels.tools import peers, sweep  # noqa: E402
 
 PEERS = {"sage2-fp8": (peers.sage2_fp8_attention, peers.sage2_missing()),
          "fa3-fp8": (peers.fa3_fp8_attention, peers.fa3_missing())}

@@ -61,3 +61,17 @@ def test_gluon_mx_block_p_takes_its_block_maxima_without_shuffles_and_its_clamp_
     assert "FFMA.SAT" in sass
     shuffles = [len(re.findall(r"\bSHFL\.", text)) for text in (sass, gluon_fused_sass)]
     assert shuffles[0] == shuffles[1] > 0, shuffles
+
+
+def test_gluon_skeleton_keeps_both_fp8_gemms_and_the_schedule_and_drops_the_softmax(sass_tool, tmp_path,
+                                                                                   gluon_fused_sass):
+    """The skeleton row measures the fused kernel's schedule without its softmax: the same QGMMAs and named-barrier
+    turns, and less per-element work (no row maximum, Stage-A or gate in the loop)."""
+    kernel = sass_tool.compile_variant(sass_tool.VARIANTS["skeleton-fp8"], engine="gluon")
+    sass = sass_tool.sass_of(kernel.asm["cubin"], str(tmp_path), "skeleton-fp8")
+    fused_loop, loop = sass_tool.main_loop(gluon_fused_sass), sass_tool.main_loop(sass)
+    count = sass_tool.opcodes
+    assert count(loop)["QGMMA"] == count(fused_loop)["QGMMA"] > 0
+    assert re.findall(r"BAR\.ARV (0x[89]), 0x100", sass) and "MUFU.EX2" not in sass
+    assert count(loop)["FMNMX"] < count(fused_loop)["FMNMX"] and count(loop)["FADD"] < count(fused_loop)["FADD"]
+    assert sass_tool._total(count(loop)) < 0.85 * sass_tool._total(count(fused_loop))

@@ -9,9 +9,10 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("needs a Hopper (sm_90) CUDA GPU", allow_module_level=True)
 
 from fsbench.kernels import attention_with_stats  # noqa: E402
-from fsbench.kernels.check import Case, make_inputs  # noqa: E402
-from fsbench.kernels.emulator import emulate  # noqa: E402
-from fsbench.kernels.triton_attention import triton_attention  # noqa: E402
+from fsbench.kernels.tools.check import Case, make_inputs  # noqa: E402
+from fsbench.kernels.reference.emulator import emulate  # noqa: E402
+from fsbench.kernels import registry  # noqa: E402
+from fsbench.kernels.hopper.launch import GLUON_KERNEL, triton_attention  # noqa: E402
 
 CONVENTIONAL = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
 
@@ -29,7 +30,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.parametrize("s", [4096, 4000, 100])
 def test_fused_mxfp8_matches_the_emulator_including_a_tail_tile(s, engine):
     q, k, v = make_inputs(Case("random", (1, 2, s, 128), {}), 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8", engine=engine)
+    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper)
     ref, ref_stats = emulate(q, k, v, "mxfp8")
     assert _rel(out, ref) < 1e-2  # measured 5.6e-3: ~FP22 QK scores flip a few P roundings
     assert stats.key_tiles == ref_stats.key_tiles and stats.workgroup_tiles == ref_stats.workgroup_tiles
@@ -37,7 +38,7 @@ def test_fused_mxfp8_matches_the_emulator_including_a_tail_tile(s, engine):
 
 def test_conventional_fp8_matches_the_emulators_online_softmax(engine):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 1, "cuda")
-    out, _ = triton_attention(q, k, v, "mxfp8", engine=engine, softmax="conventional")
+    out, _ = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper, softmax="conventional")
     ref, _ = emulate(q, k, v, "mxfp8", **CONVENTIONAL)
     assert _rel(out, ref) < 1e-2  # measured 5.9e-3
 
@@ -45,7 +46,7 @@ def test_conventional_fp8_matches_the_emulators_online_softmax(engine):
 @pytest.mark.parametrize("fmt", ["mxfp6", "mxfp4"])
 def test_mx_formats_match_the_emulator_with_block_scaled_p(fmt, engine):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 2, "cuda")
-    out, _ = triton_attention(q, k, v, fmt, engine=engine)
+    out, _ = triton_attention(q, k, v, fmt, kernel=registry.get(engine).hopper)
     ref, _ = emulate(q, k, v, fmt)
     assert _rel(out, ref) < 1e-2
 
@@ -53,7 +54,7 @@ def test_mx_formats_match_the_emulator_with_block_scaled_p(fmt, engine):
 @pytest.mark.parametrize("fmt", ["mxfp6", "mxfp4"])
 def test_row_scaled_mx_p_stays_close_to_the_emulator(fmt, engine):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 2, "cuda")
-    out, _ = triton_attention(q, k, v, fmt, engine=engine, mx_p_scale="row")
+    out, _ = triton_attention(q, k, v, fmt, kernel=registry.get(engine).hopper, mx_p_scale="row")
     ref, _ = emulate(q, k, v, fmt)
     assert _rel(out, ref) < 5e-2  # measured 3.5e-2: one E8M0 per row and key tile, not per 32 keys
 
@@ -62,7 +63,7 @@ def test_row_scaled_mx_p_stays_close_to_the_emulator(fmt, engine):
 def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate, engine):
     case = Case("late-sink", (1, 2, 4000, 128), {"gate_doublings": gate}, ((3990, 40.0),))
     q, k, v = make_inputs(case, 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8", engine=engine, gate_doublings=gate)
+    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper, gate_doublings=gate)
     ref, ref_stats = emulate(q, k, v, "mxfp8", gate_doublings=gate)
     assert torch.isfinite(out).all() and not stats.overflowed
     assert (stats.rollbacks, stats.gate_trips) == (ref_stats.rollbacks, ref_stats.gate_trips)
@@ -73,7 +74,7 @@ def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate, engine):
 def test_staircase_of_maxima_stays_finite_and_matches(engine):
     case = Case("staircase", (1, 2, 2048, 128), {}, tuple((512 * i + 7, 36.0 * i) for i in range(1, 4)))
     q, k, v = make_inputs(case, 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8", engine=engine)
+    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper)
     ref, ref_stats = emulate(q, k, v, "mxfp8")
     assert torch.isfinite(out).all() and stats.rollbacks == ref_stats.rollbacks > 0
     assert _rel(out, ref) < 2e-3
@@ -88,7 +89,7 @@ def test_bshd_entry_point_returns_bshd_in_the_input_dtype(engine):
 @pytest.fixture
 def one_config(request):
     """Pin the autotuner to one launch configuration (so every tiling is checked, not only the fastest)."""
-    from fsbench.kernels.triton_fused import attention_kernel
+    from fsbench.kernels.hopper.triton_fused import attention_kernel
 
     configs, cache = attention_kernel.configs, attention_kernel.cache
     attention_kernel.configs, attention_kernel.cache = [configs[request.param]], {}
@@ -115,7 +116,7 @@ def test_gluon_kernel_handles_one_two_and_many_key_tiles(s):
     q, k, v = make_inputs(Case("random", (1, 2, s, 128), {}), 4, "cuda")
     for fmt in ("mxfp8", "mxfp6"):
         ref = triton_attention(q, k, v, fmt)[0]
-        out, stats = triton_attention(q, k, v, fmt, engine="gluon")
+        out, stats = triton_attention(q, k, v, fmt, kernel=GLUON_KERNEL)
         assert _rel(out, ref) < 2e-3 and stats.key_tiles == -(-s // 128)
     q, k, v = make_inputs(Case("random", (1, 2, 100, 128), {}), 4, "cuda")
-    assert _rel(triton_attention(q, k, v, "mxfp8", engine="gluon")[0], emulate(q, k, v, "mxfp8")[0]) < 1e-2
+    assert _rel(triton_attention(q, k, v, "mxfp8", kernel=GLUON_KERNEL)[0], emulate(q, k, v, "mxfp8")[0]) < 1e-2

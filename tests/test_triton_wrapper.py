@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from fsbench import kernels
-from fsbench.kernels import tiling
-from fsbench.kernels.triton_attention import D_BIAS, check_tensors, parse_options
+from fsbench.kernels.hopper import tiling
+from fsbench.kernels.hopper.launch import D_BIAS, check_tensors, parse_options
 
 
 def test_defaults_select_the_fused_pipeline_with_the_gate_at_32_doublings():
@@ -85,24 +85,24 @@ def test_attention_dispatches_impl_triton_and_gluon_to_the_wrapper(impl):
                                                           ("mxfp4", 128, False, "emulate"), ("bf16", 128, True, "sdpa")])
 def test_auto_picks_gluon_on_hopper_at_head_dim_128_else_triton_or_emulator(fmt, head_dim, hopper, expected,
                                                                               monkeypatch):
-    from fsbench.kernels import api
+    from fsbench.kernels import api, registry
 
-    monkeypatch.setattr(api, "_triton_supported", lambda device: hopper)
+    monkeypatch.setattr(registry, "device_capability", lambda device: (9, 0) if hopper else None)
     assert api.resolve_impl(fmt, "auto", torch.device("cpu"), head_dim) == expected
     assert api.resolve_impl(fmt, "triton", torch.device("cpu"), head_dim) == "triton"
 
 
-def test_unknown_engines_and_gluon_head_dim_64_are_refused():
-    from fsbench.kernels.triton_attention import triton_attention
+def test_unknown_kernels_and_gluon_head_dim_64_are_refused():
+    from fsbench.kernels.hopper.launch import GLUON_KERNEL, triton_attention
 
-    with pytest.raises(ValueError, match="engine"):
-        triton_attention(*_bhsd(), "mxfp8", engine="cuda")
-    with pytest.raises(ValueError, match="engine='triton'"):
-        triton_attention(*_bhsd(d=64), "mxfp8", engine="gluon")
+    with pytest.raises(ValueError, match="HopperKernel"):
+        triton_attention(*_bhsd(), "mxfp8", kernel="cuda")
+    with pytest.raises(ValueError, match="head_dim.*Triton kernel"):
+        triton_attention(*_bhsd(d=64), "mxfp8", kernel=GLUON_KERNEL)
 
 
 def test_bench_ratios_compare_each_engine_with_its_own_conventional_kernel():
-    from fsbench.kernels.bench import add_ratios
+    from fsbench.kernels.tools.bench import add_ratios
 
     measured = {"sdpa-cudnn-bf16": 500.0, "triton-conventional-fp8": 750.0, "triton-fused-mxfp8": 825.0,
                 "gluon-conventional-fp8": 600.0, "gluon-fused-mxfp6": 660.0}
@@ -128,7 +128,8 @@ def test_tiling_keeps_128_key_tiles_whole_warpgroups_and_prunes_by_shared_memory
 
 
 def test_importing_the_wrapper_imports_no_triton():
-    code = "import sys, fsbench.kernels.triton_attention, fsbench.kernels.tiling; assert 'triton' not in sys.modules"
+    code = ("import sys, fsbench.kernels.hopper.launch, fsbench.kernels.hopper.tiling, fsbench.kernels.registry; "
+            "assert 'triton' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -174,7 +175,7 @@ interpreter._convert_float = _convert_rne
 
 _INTERPRETER_SCRIPT = _RNE_FP8 + '''
 import json, sys
-import fsbench.kernels.triton_fused as tf
+import fsbench.kernels.hopper.triton_fused as tf
 
 
 @triton.jit
@@ -204,8 +205,9 @@ class FirstConfig:
 
 
 tf.attention_kernel = FirstConfig()
-from fsbench.kernels import check, triton_attention as ta
-from fsbench.kernels.emulator import emulate
+from fsbench.kernels.tools import check
+from fsbench.kernels.hopper import launch as ta
+from fsbench.kernels.reference.emulator import emulate
 
 out = {"block_m": config.kwargs["BM"]}
 conventional = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
@@ -238,7 +240,7 @@ def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path, config, 
 _PREPASS_ORDER_SCRIPT = '''
 import json
 import torch
-from fsbench.kernels import triton_attention as ta
+from fsbench.kernels.hopper import launch as ta
 
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 1, 300, 128).half() for _ in range(3))
@@ -284,8 +286,8 @@ def test_gluon_key_order_gives_each_quad_thread_one_mx_block_and_v_follows_its_k
 
 _PREPASS_VALUES_SCRIPT = _RNE_FP8 + '''
 import json
-from fsbench.kernels import triton_attention as ta
-from fsbench.kernels.emulator import EmulatorOptions, quantize_operands
+from fsbench.kernels.hopper import launch as ta
+from fsbench.kernels.reference.emulator import EmulatorOptions, quantize_operands
 
 
 def stored_row(r: int, order: str, tensor: str) -> int:
@@ -310,10 +312,11 @@ def tile_scale(x):
 
 
 out = {}
+kernels = {"triton": ta.TRITON_KERNEL, "gluon": ta.GLUON_KERNEL}
 for fmt in ("mxfp8", "mxfp6", "mxfp4"):
     for engine in ("triton", "gluon"):
         for hadamard in (False, True):
-            t = ta.quantize(q, k, v, ta.parse_options(fmt, {"hadamard": hadamard}), engine)
+            t = ta.quantize(q, k, v, ta.parse_options(fmt, {"hadamard": hadamard}), kernels[engine])
             emu = quantize_operands(q, k, v, fmt, EmulatorOptions(hadamard=hadamard))
             k_keys, v_keys = t["k"].float()[:, stored[engine, "k"]], t["v"].float()[:, :, stored[engine, "v"]]
             got = {"q": (t["q"].float() * t["q_scale"][..., None])[:, :s],
@@ -333,7 +336,7 @@ def test_prepass_operands_dequantize_to_the_emulators_quantized_operands(tmp_pat
     """The prepass in the Triton interpreter against `emulator.quantize_operands`, in both key orders, on
     BSHD views with a short last tile. Without the rotation the dequantized operands equal the emulator's
     exactly, except MXFP8's Q and K, whose E4M3 re-encoding under one scale per row (Q) or key tile (K) may lose
-    the low bits of a block far below the group (module docstring of `kernels.triton_prepass`): at most half of
+    the low bits of a block far below the group (module docstring of `kernels.hopper.prepass`): at most half of
     E4M3's smallest subnormal at the group's scale, under 2^-18 of the group's maximum (asserted against the
     tensor's). With the rotation the prepass rotates in a 16-bit MMA where the emulator rotates in float32 (fp16
     inputs: the interpreter's bf16 dot is unreliable): a rare element rounds to its neighbour, one step of the

@@ -16,9 +16,8 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.attention import Capture, SelfAttentionRouter, per_step
 from fsbench.harness.schedule import ResolvedSchedule, Schedule
 from fsbench.harness.schedule import load as load_schedule
-from fsbench.kernels.api import IMPLS
+from fsbench.kernels.registry import RUN_CHOICES
 
-MX_IMPLS = tuple(impl for impl in IMPLS if impl != "sdpa")  # sdpa computes bf16 only
 
 
 class ScheduledAttention:
@@ -99,8 +98,8 @@ def apply(pipe: Any, schedule: str | Schedule = "hybrid", impl: str = "auto", *,
     """
     from fsbench.harness import diffusers_backends
 
-    if impl not in MX_IMPLS:
-        raise FsbenchError(f"impl {impl!r}: choose one of {', '.join(MX_IMPLS)}")
+    if impl not in RUN_CHOICES:
+        raise FsbenchError(f"impl {impl!r}: choose one of {', '.join(RUN_CHOICES)}")
     if not hasattr(pipe, "transformer") or not hasattr(pipe.transformer, "blocks"):
         raise FsbenchError(f"{type(pipe).__name__} is not a diffusers Wan pipeline (no transformer.blocks)")
     parsed = schedule if isinstance(schedule, Schedule) else load_schedule(schedule)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from fsbench import kernels
+from fsbench.kernels.registry import AUTO
 from fsbench.harness.results import atomic_write, atomic_write_text
 from fsbench.harness.schedule import ResolvedSchedule
 
@@ -90,7 +91,7 @@ class SelfAttentionRouter:
     `pipe.transformer_2` (low-noise expert, where the pipeline has one) and tracks which step and CFG pass is
     running."""
 
-    def __init__(self, schedule: ResolvedSchedule, *, impl: str = "auto", capture: Capture | None = None,
+    def __init__(self, schedule: ResolvedSchedule, *, impl: str = AUTO, capture: Capture | None = None,
                  core: Core | None = None):
         """`core(q, k, v, fmt) -> out` replaces kernels.attention (timing, no-op baselines); `impl` picks the
         kernel for the MX formats (bf16 always runs SDPA)."""
@@ -141,7 +142,7 @@ class SelfAttentionRouter:
         fmt = self.schedule.fmt(self.step, layer)
         if self.core is not None:
             return self.core(q, k, v, fmt)
-        impl = "auto" if fmt == "bf16" else self.impl
+        impl = AUTO if fmt == "bf16" else self.impl
         if fmt not in self.kernels_used:
             self.kernels_used[fmt] = kernels.resolve_impl(fmt, impl, q.device, q.shape[-1])
         if self.capture is None:

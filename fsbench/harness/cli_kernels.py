@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.kernels import registry
 
 
 @click.group()
@@ -28,7 +29,7 @@ def _shape(text: str) -> tuple[int, int, int, int]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def proxy_table(as_json: bool) -> None:
     """Paper Table 8: what each Schraudolph proxy width costs, computed."""
-    from fsbench.kernels.schraudolph import proxy_table as compute
+    from fsbench.kernels.reference.schraudolph import proxy_table as compute
 
     rows = compute()
     if as_json:
@@ -60,7 +61,7 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
     import torch
     from tqdm import tqdm
 
-    from fsbench.kernels.ablation import FORMATS, ROWS, format_ablation, run_ablation
+    from fsbench.kernels.tools.ablation import FORMATS, ROWS, format_ablation, run_ablation
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available here")
@@ -86,7 +87,7 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The merged JSON.")
 def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     """Average ablation JSONs of consecutive seed ranges (same shape and formats) into one."""
-    from fsbench.kernels.ablation import format_ablation, merge_ablations
+    from fsbench.kernels.tools.ablation import format_ablation, merge_ablations
 
     results = []
     for part in parts:
@@ -112,7 +113,8 @@ def _need_hopper() -> str:
 
 @kernels.command("bench")
 @click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
-@click.option("--rows", "row_names", default="", help="comma-separated row names (default: all)")
+@click.option("--rows", "row_names", default="", help="comma-separated row names (default: all; --list shows them)")
+@click.option("--list", "list_rows", is_flag=True, help="print the row names and exit (needs no GPU)")
 @click.option("--repeats", default=7, show_default=True, help="timed calls per row (median reported)")
 @click.option("--emulate/--no-emulate", default=True, show_default=True,
               help="also measure the emulator's error at shapes of at most 32768 keys")
@@ -125,12 +127,17 @@ def _need_hopper() -> str:
 @click.option("--sweep", is_flag=True,
               help="the fixed grid of shapes (4k-128k keys at 24 and 40 heads), interleaved; rows default to "
                    "gluon-fused-mxfp8, cudnn-fp8 and sdpa-cudnn-bf16")
-def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
-          md_path: str | None, clock_seconds: float, interleave: bool, sweep: bool) -> None:
+def bench(shapes: tuple[str, ...], row_names: str, list_rows: bool, repeats: int, emulate: bool,
+          json_path: str | None, md_path: str | None, clock_seconds: float, interleave: bool, sweep: bool) -> None:
     """TFLOP/s and accuracy of SDPA, cuDNN FP8, SageAttention2, FlashAttention-3 FP8, the conventional FP8 and the
-    fused Triton and Gluon kernels (needs an H200)."""
-    from fsbench.kernels import bench as kbench
-    from fsbench.kernels import sweep as ksweep
+    fused Triton and Gluon kernels, and the GEMM-only skeleton (needs an H200)."""
+    from fsbench.kernels.tools import bench as kbench
+    from fsbench.kernels.tools import sweep as ksweep
+
+    if list_rows:
+        for row in kbench.rows():
+            click.echo(row.name + (f"  (cannot run here: it {row.missing})" if row.missing else ""))
+        return
 
     if sweep and shapes:
         raise click.BadParameter("--sweep runs its own grid of shapes; leave --shape out", param_hint="--shape")
@@ -166,7 +173,7 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
 
 def _echo_row(row: dict) -> None:
     """One bench row as soon as it is measured, with its back-to-back clock where one was taken."""
-    from fsbench.kernels import bench as kbench
+    from fsbench.kernels.tools import bench as kbench
 
     click.echo(kbench.format_table([row]).splitlines()[-1])
     held = row.get("back_to_back")
@@ -183,7 +190,7 @@ def _holder(seconds: float):
     if not seconds:
         return None
     from fsbench.harness import gpu_clock
-    from fsbench.kernels.sweep import tflop_per_joule
+    from fsbench.kernels.tools.sweep import tflop_per_joule
 
     def hold(fn, args, flops):
         held = gpu_clock.back_to_back(fn, args, seconds, flops)
@@ -197,7 +204,7 @@ def _holder(seconds: float):
 def plot_sweep(json_path: Path, png: Path) -> None:
     """TFLOP/s (and TFLOP/J, where held) against sequence length, one line per row and head count, from the JSON
     of `fsbench kernels bench --sweep --json`, drawn to PNG."""
-    from fsbench.kernels.sweep_plot import plot_sweep as draw
+    from fsbench.kernels.tools.sweep_plot import plot_sweep as draw
 
     try:
         doc = json.loads(json_path.read_text())
@@ -208,12 +215,12 @@ def plot_sweep(json_path: Path, png: Path) -> None:
 
 @kernels.command("check")
 @click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True)
-@click.option("--engine", type=click.Choice(["triton", "gluon"]), default="triton", show_default=True,
+@click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
               help="which kernel to check")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
 def check(formats: str, engine: str, json_path: str | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
-    from fsbench.kernels import check as kcheck
+    from fsbench.kernels.tools import check as kcheck
 
     header = provenance(_need_hopper())
     rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)

@@ -13,6 +13,7 @@ from fsbench.harness import distributed, loadgen_driver, runner, speed
 from fsbench.harness.presets import preset_names
 from fsbench.harness.schedule import builtin_names
 from fsbench.harness.schedule import load as load_schedule
+from fsbench.kernels import registry
 
 
 def _options_decorator(options: list[Callable]) -> Callable[[Callable], Callable]:
@@ -40,7 +41,7 @@ _generation = _options_decorator([
     click.option("--width", type=int, help="Override the preset's width (multiple of 16)."),
     click.option("--frames", "num_frames", type=int, help="Override the preset's frame count (4k+1)."),
     click.option("--steps", type=int, help="Override the preset's denoising steps."),
-    click.option("--impl", type=click.Choice(["auto", "emulate", "triton", "gluon"]), default="auto",
+    click.option("--impl", type=click.Choice(registry.RUN_CHOICES), default=registry.AUTO,
                  show_default=True, help="Kernel for the MX formats (bf16 always uses SDPA; auto: Gluon on an H200 "
                  "at head dim 128, else Triton there, the emulator elsewhere)."),
     click.option("--system", help="System name in the log layout [default: <device>-<model>]."),

@@ -69,7 +69,7 @@ def summarize(samples: list[dict[str, Any]], start: float, end: float) -> dict[s
 def back_to_back(fn: Callable[..., Any], args: tuple, seconds: float, flops: int) -> dict[str, Any]:
     """TFLOP/s of `fn(*args)` called back to back for `seconds`, with the clock and power sampled over the calls
     (the first second, the clock's ramp, left out): a kernel's speed at the clock its own power draw allows."""
-    from fsbench.kernels.bench import time_ms
+    from fsbench.kernels.tools.bench import time_ms
 
     time_ms(fn, [args], 2, 0)
     with sampling(50) as samples:

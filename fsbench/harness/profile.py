@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from fsbench import kernels
+from fsbench.kernels.registry import AUTO, SDPA
 from fsbench.errors import FsbenchError
 from fsbench.harness.results import atomic_write_text
 
@@ -162,13 +163,13 @@ class Profiler:
     def _self_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str) -> torch.Tensor:
         """The router's core (what `SelfAttentionRouter.attend` runs without capture), with a span around it."""
         start = self.clock.mark()
-        out = kernels.attention(q, k, v, fmt, impl="auto" if fmt == "bf16" else self._router.impl, layout="BSHD")
+        out = kernels.attention(q, k, v, fmt, impl=AUTO if fmt == "bf16" else self._router.impl, layout="BSHD")
         self._spans[(self._router.step, "self_attention")].append((start, self.clock.mark()))
         return out
 
     def cross_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         start = self.clock.mark()
-        out = kernels.attention(q, k, v, "bf16", impl="sdpa", layout="BSHD")
+        out = kernels.attention(q, k, v, "bf16", impl=SDPA, layout="BSHD")
         self._spans[(self._router.step, "cross_attention")].append((start, self.clock.mark()))
         return out
 

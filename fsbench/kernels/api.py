@@ -5,10 +5,12 @@ from typing import Any
 
 import torch
 
+from fsbench.kernels import registry
+from fsbench.kernels.constants import FORMATS
+from fsbench.kernels.registry import AUTO, IMPLS, resolve_impl
 from fsbench.kernels.stats import AttentionStats
 
-FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
-IMPLS = ("auto", "emulate", "triton", "gluon", "sdpa")
+__all__ = ["FORMATS", "IMPLS", "LAYOUTS", "attention", "attention_with_stats", "resolve_impl"]
 LAYOUTS = ("BSHD", "BHSD")
 
 
@@ -40,30 +42,8 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, i
         raise ValueError("q, k and v must be on the same device")
 
 
-def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> str:
-    """What "auto" runs: SDPA for bf16; on Hopper the Gluon kernel where it applies (head_dim 128; the
-    faster one, results/log/), else the Triton kernel; elsewhere the emulator."""
-    if impl != "auto":
-        return impl
-    if fmt == "bf16":
-        return "sdpa"
-    if not _triton_supported(device):
-        return "emulate"
-    from fsbench.kernels.tiling import GLUON_HEAD_DIM
-
-    return "gluon" if head_dim == GLUON_HEAD_DIM else "triton"
-
-
-def _triton_supported(device: torch.device) -> bool:
-    """The Triton kernels target Hopper (sm_90) FP8 wgmma; elsewhere the emulator runs."""
-    import importlib.util
-
-    return (device.type == "cuda" and importlib.util.find_spec("triton") is not None
-            and torch.cuda.get_device_capability(device) == (9, 0))
-
-
 def attention_with_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
-                         impl: str = "auto", layout: str = "BSHD",
+                         impl: str = AUTO, layout: str = "BSHD",
                          **options: Any) -> tuple[torch.Tensor, AttentionStats]:
     """Non-causal attention in format `fmt`; returns the output in q's layout and dtype, and statistics.
 
@@ -76,7 +56,7 @@ def attention_with_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
-              impl: str = "auto", layout: str = "BSHD", **options: Any) -> torch.Tensor:
+              impl: str = AUTO, layout: str = "BSHD", **options: Any) -> torch.Tensor:
     """Non-causal attention in format `fmt` (see `attention_with_stats`); the statistics are not gathered,
     so the call never waits for the GPU."""
     return _dispatch(q, k, v, fmt, impl, layout, False, options)[0]
@@ -85,28 +65,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxf
 def _dispatch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl: str, layout: str,
               want_stats: bool, options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats | None]:
     _check_inputs(q, k, v, fmt, impl, layout)
-    impl = resolve_impl(fmt, impl, q.device, q.shape[-1])
+    entry = registry.get(resolve_impl(fmt, impl, q.device, q.shape[-1]))
+    unmet = entry.unmet(fmt, q.device, q.shape[-1])
+    if unmet:
+        raise ValueError(unmet)
     if layout == "BSHD":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-    if impl == "sdpa":
-        if fmt != "bf16":
-            raise ValueError(f"impl='sdpa' computes bf16 attention only, not {fmt}")
-        out, stats = _sdpa(q, k, v, options), AttentionStats()
-    elif impl == "emulate":
-        from fsbench.kernels.emulator import emulate
-
-        out, stats = emulate(q, k, v, fmt, **options)
-    else:
-        from fsbench.kernels.triton_attention import triton_attention
-
-        out, stats = triton_attention(q, k, v, fmt, stats=want_stats, engine=impl, **options)
+    out, stats = entry.run(q, k, v, fmt, want_stats, options)
     if layout == "BSHD":
         out = out.transpose(1, 2)
     return out, stats
-
-
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, options: dict[str, Any]) -> torch.Tensor:
-    unknown = set(options) - {"sm_scale"}
-    if unknown:
-        raise ValueError(f"impl='sdpa' takes no options {sorted(unknown)}")
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=options.get("sm_scale"))

@@ -35,7 +35,7 @@ FLOP_PER_CLOCK_SM = {"bf16": 4096, "fp8": 8192}  # dense tensor-core peak per SM
 def main(seconds: float, json_path: str | None) -> None:
     import torch
 
-    from fsbench.kernels import bench
+    from fsbench.kernels.tools import bench
 
     flops = 4 * SHAPE[0] * SHAPE[1] * SHAPE[2] ** 2 * SHAPE[3]
     fns = {r.name: r.fn for r in bench.rows()}

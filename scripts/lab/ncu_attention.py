@@ -30,8 +30,9 @@ def main(shape: str, names: str) -> None:
         raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(VARIANTS)}", param_hint="--variants")
     import torch
 
-    from fsbench.kernels.triton_attention import triton_attention
-    from fsbench.kernels.triton_fused import attention_kernel
+    from fsbench.kernels import registry
+    from fsbench.kernels.hopper.launch import triton_attention
+    from fsbench.kernels.hopper.triton_fused import attention_kernel
 
     attention_kernel.configs = [c for c in attention_kernel.configs if c.kwargs["BM"] == 64 and c.maxnreg == 168]
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -39,7 +40,7 @@ def main(shape: str, names: str) -> None:
     q, k, v = (torch.randn(dims, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     for name in names.split(","):
         engine, fmt, options = VARIANTS[name]
-        triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)
+        triton_attention(q, k, v, fmt, stats=False, kernel=registry.get(engine).hopper, **options)
         torch.cuda.synchronize()
         print("launched", name, flush=True)
 

@@ -28,8 +28,9 @@ def main(json_path: str | None) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from fsbench.kernels.bench import time_ms
-    from fsbench.kernels.triton_attention import (
+    from fsbench.kernels.tools.bench import time_ms
+    from fsbench.kernels.hopper.launch import (
+        GLUON_KERNEL,
         parse_options,
         quantize,
         triton_attention,
@@ -43,7 +44,7 @@ def main(json_path: str | None) -> None:
                              for _ in range(3))}
 
     def call(fmt: str):
-        return lambda q, k, v: triton_attention(q, k, v, fmt, stats=False, engine="gluon")
+        return lambda q, k, v: triton_attention(q, k, v, fmt, stats=False, kernel=GLUON_KERNEL)
 
     report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/lab/prepass_time.py"), "shape": list(SHAPE),
               "formats": {}, "scaled": {}}
@@ -51,13 +52,13 @@ def main(json_path: str | None) -> None:
         opts = parse_options(fmt, {})
         row = report["formats"][fmt] = {}
         for layout, qkv in layouts.items():
-            prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts, "gluon"), [qkv], 2, 7))
+            prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts, GLUON_KERNEL), [qkv], 2, 7))
             whole = statistics.median(time_ms(call(fmt), [qkv], 2, 7))
             row[layout] = {"prepass_ms": prepass, "call_ms": whole, "tflops": flops / whole / 1e9}
             click.echo(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms "
                        f"({flops / whole / 1e9:.1f} TFLOP/s)")
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            quantize(*layouts["bshd"], opts, "gluon")
+            quantize(*layouts["bshd"], opts, GLUON_KERNEL)
             torch.cuda.synchronize()
         row["prepass_kernels_ms"] = {e.key: e.device_time_total / e.count / 1000 for e in prof.key_averages()
                                      if e.device_time_total > 0}
@@ -68,7 +69,7 @@ def main(json_path: str | None) -> None:
             q, k, v = layouts["bshd"]
             q, k = q * scale, k * scale
             whole = statistics.median(time_ms(call(fmt), [(q, k, v)], 2, 5))
-            stats = triton_attention(q, k, v, fmt, engine="gluon")[1]
+            stats = triton_attention(q, k, v, fmt, kernel=GLUON_KERNEL)[1]
             report["scaled"][f"{fmt} x{scale:g}"] = {"call_ms": whole, "tflops": flops / whole / 1e9,
                                                     "rollback_rate": stats.rollback_rate}
             click.echo(f"{fmt} q,k x{scale:g}: {whole:.2f} ms ({flops / whole / 1e9:.1f} TFLOP/s), "

@@ -33,7 +33,7 @@ def main(row_names: str, shape: str, seconds: float, warm_seconds: float, json_p
     from torch.profiler import ProfilerActivity, profile
 
     from fsbench.harness import gpu_clock
-    from fsbench.kernels import bench
+    from fsbench.kernels.tools import bench
 
     try:
         selected, _ = bench.select_rows(row_names.split(","))

@@ -20,12 +20,13 @@ import click
 COUNTED = ("QGMMA", "HGMMA", "DEPBAR", "MUFU", "F2I", "I2F", "F2FP", "PRMT", "FMNMX", "IMNMX", "VIMNMX", "FFMA", "FADD",
            "FMUL", "IADD3", "LOP3", "SHF", "IMAD", "FSEL", "SEL", "SHFL", "STG", "BAR", "LDS", "STS", "STL", "LDL")
 
-VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
+VARIANTS = {  # name: (FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS[, SKELETON: the Gluon kernel only])
     "fused-mxfp8": (True, True, 7, 0, False, False),
     "fused-mxfp8-nogate": (True, False, 7, 0, False, False),
     "fused-mx-p-e2m3-row": (True, True, 2, 6, True, False),
     "fused-mx-p-e2m3-block": (True, True, 2, -5, True, True),
     "conventional-fp8": (False, True, 7, 0, False, False),
+    "skeleton-fp8": (True, True, 7, 0, False, False, True),
 }
 
 
@@ -47,9 +48,9 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, bloc
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from fsbench.kernels import tiling, triton_attention
+    from fsbench.kernels.hopper import launch, tiling
 
-    fused, gate, p_emax, p_shift, p_clamp, p_blocks = flags
+    fused, gate, p_emax, p_shift, p_clamp, p_blocks = flags[:6]
     num_warps = block_m // 16
     if engine == "gluon":  # one launch shape
         block_m, num_stages, num_warps = tiling.GLUON.block_m, tiling.GLUON.num_stages, tiling.GLUON.num_warps
@@ -57,19 +58,20 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, bloc
     signature = {**_descriptor_types(engine, bm, bn, d), "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
                  "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
     signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_ST", "N_KT", "gate_p")})
-    constexprs = {"D": d, "BM": bm, "BN": bn, "STAT_M": tiling.STAT_M, "D_BIAS": triton_attention.D_BIAS,
+    constexprs = {"D": d, "BM": bm, "BN": bn, "STAT_M": tiling.STAT_M, "D_BIAS": launch.D_BIAS,
                   "FUSED": fused, "GATE": gate,
                   "P_EMAX": p_emax, "P_SHIFT": p_shift, "P_CLAMP": p_clamp,
                   "P_BLOCKS": p_blocks}
     if engine == "gluon":
         from triton.experimental.gluon._runtime import GluonASTSource
 
-        from fsbench.kernels.gluon_fused import attention_kernel as fn
+        from fsbench.kernels.hopper.gluon_fused import attention_kernel as fn
 
         constexprs["STAGES"] = num_stages
+        constexprs["SKELETON"] = flags[6:] == (True,)
         source = GluonASTSource
     else:
-        from fsbench.kernels.triton_fused import attention_kernel
+        from fsbench.kernels.hopper.triton_fused import attention_kernel
 
         fn, source = attention_kernel.fn, ASTSource
     signature.update({k: "constexpr" for k in constexprs})
@@ -161,6 +163,8 @@ def main(engine: str, out: str, block_m: str, stages: int, max_registers: int | 
     ok = True
     print(f"{'variant':<22} {'scope':<6} " + " ".join(f"{c:>6}" for c in COUNTED))
     for name in names.split(","):
+        if engine == "triton" and len(VARIANTS[name]) > 6:
+            continue  # the skeleton is the Gluon kernel's
         kernel = compile_variant(VARIANTS[name], stages, block_m=int(block_m), max_registers=max_registers,
                                  engine=engine)
         sass = sass_of(kernel.asm["cubin"], out, name)

@@ -6,30 +6,27 @@ output in q's dtype with `AttentionStats`. The kernel implements the complete Fu
 emulator's rowsum_gemm=frozen_max=schraudolph=False); other ablation mixes raise ValueError. For
 mxfp6/mxfp4, `mx_p_scale="block"` (default: P's E8M0 per 32 keys, the emulator's definition) or "row"
 (one per row and key tile: fewer instructions, coarser P for blocks below the row's maximum).
-Float32 inputs are rounded to bfloat16 before the prepass. `engine="gluon"` launches the same
-computation written in Gluon (`kernels.gluon_fused`): two math warpgroups per program take turns at the
-tensor cores (FA3's ping-pong), which plain Triton cannot express (results/log/).
+Float32 inputs are rounded to bfloat16 before the prepass. `kernel=GLUON_KERNEL` launches the same
+computation written in Gluon (`kernels.hopper.gluon_fused`): two math warpgroups per program take turns at the
+tensor cores (FA3's ping-pong), which plain Triton cannot express (results/log/). The
+kernels are typed values (`HopperKernel`); `kernels.registry` names them.
 """
 from __future__ import annotations
 
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from fsbench.kernels import tiling
+from fsbench.kernels.constants import D_BIAS, E4M3_MAX, LOG2E, MX_FORMATS, TRIP_DOUBLINGS
+from fsbench.kernels.hopper import tiling
 from fsbench.kernels.stats import AttentionStats
 
-LOG2E = math.log2(math.e)
-SCHRAUDOLPH_EPSILON = 0.05798  # kernels.schraudolph.EPSILON
-D_BIAS = 128.0 * (127 - SCHRAUDOLPH_EPSILON)  # Stage-A pattern offset 2^M (bias - eps), M = 7 (BF16)
-TRIP_DOUBLINGS = 32  # gate trips are counted against this cap when the gate is disabled
-FORMATS = ("mxfp8", "mxfp6", "mxfp4")
+FORMATS = MX_FORMATS
 SOFTMAX = ("fused", "conventional")
 MX_P_SCALES = ("block", "row")
-ENGINES = ("triton", "gluon")
 _OPTIONS = {"softmax", "rowsum_gemm", "frozen_max", "schraudolph", "proxy", "gate_doublings", "hadamard",
             "sm_scale", "mx_p_scale"}
 
@@ -44,6 +41,7 @@ class KernelOptions:
     hadamard: bool
     sm_scale: float | None
     mx_p_scale: str = "block"
+    skeleton: bool = False  # the Gluon kernel's tiles and GEMMs without the softmax (`skeleton`): not attention
 
     @property
     def gate_pattern(self) -> int:
@@ -96,6 +94,17 @@ def parse_options(fmt: str, options: dict[str, Any]) -> KernelOptions:
                          mx_p_scale=mx_p_scale)
 
 
+def skeleton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The measured limit of the Gluon kernel's schedule under the power cap: the mxfp8 prepass, then the same
+    tiles, ring, turns, both FP8 GEMMs, O update and row-sum MMA as the fused kernel, with P = E4M3(S / 1024)
+    instead of the softmax. The output is not attention."""
+    check_tensors(q, k, v)
+    if q.shape[-1] not in GLUON_KERNEL.head_dims:
+        raise ValueError(f"the skeleton is the Gluon kernel's: head_dim {GLUON_KERNEL.head_dims}, got {q.shape[-1]}")
+    opts = KernelOptions(fmt="mxfp8", fused=True, gate_doublings=32, hadamard=True, sm_scale=None, skeleton=True)
+    return forward(q, k, v, opts, GLUON_KERNEL)[0]
+
+
 def check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     """Shapes and device the kernel handles: BHSD, same batch/heads/head_dim, k and v alike, sm_90."""
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
@@ -110,19 +119,21 @@ def check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, *, stats: bool = True,
-                     engine: str = "triton", **options: Any) -> tuple[torch.Tensor, AttentionStats | None]:
-    """Fused-Softmax (or conventional) FP8 attention of BHSD tensors on Hopper; returns (out, stats).
+                     kernel: HopperKernel | None = None, **options: Any) -> tuple[torch.Tensor, AttentionStats | None]:
+    """Fused-Softmax (or conventional) FP8 attention of BHSD tensors on Hopper with `kernel` (default
+    TRITON_KERNEL); returns (out, stats).
 
     With stats=False nothing waits for the GPU (the statistics need two host syncs and a pass over the
     output), and the second item is None."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    kernel = TRITON_KERNEL if kernel is None else kernel
+    if not isinstance(kernel, HopperKernel):
+        raise ValueError(f"kernel must be a HopperKernel (TRITON_KERNEL or GLUON_KERNEL), got {kernel!r}")
     opts = parse_options(fmt, options)
-    if engine == "gluon" and q.shape[-1] != tiling.GLUON_HEAD_DIM:
-        raise ValueError(f"the Gluon kernel supports head_dim {tiling.GLUON_HEAD_DIM}, got {q.shape[-1]}; "
-                         "use engine='triton'")
+    if q.shape[-1] not in kernel.head_dims:
+        raise ValueError(f"the {kernel.label} kernel supports head_dim {kernel.head_dims}, got {q.shape[-1]}; "
+                         "use the Triton kernel")
     check_tensors(q, k, v)
-    out, flags, tiles = forward(q, k, v, opts, engine)
+    out, flags, tiles = forward(q, k, v, opts, kernel)
     if not stats:
         return out, None
     b, h, sq = q.shape[:3]
@@ -139,15 +150,15 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
 def _hadamard_pm1(d: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """The unnormalized (+-1) Hadamard matrix on `device` in `dtype` (exact in 16 bits), made once rather than
     copied there every call."""
-    from fsbench.kernels.hadamard import hadamard_matrix
+    from fsbench.kernels.reference.hadamard import hadamard_matrix
 
     return (hadamard_matrix(d, device) * d ** 0.5).round().to(dtype).contiguous()
 
 
 def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
-             engine: str = "triton") -> dict[str, torch.Tensor]:
-    """The prepass: E4M3 operands with their group scales, keys in `engine`'s order (`kernels.triton_prepass`)."""
-    from fsbench.kernels import triton_prepass as pre
+             kernel: HopperKernel | None = None) -> dict[str, torch.Tensor]:
+    """The prepass: E4M3 operands with their group scales, keys in `kernel`'s order (`kernels.hopper.prepass`)."""
+    from fsbench.kernels.hopper import prepass as pre
 
     b, h, sq, d = q.shape
     sk = k.shape[2]
@@ -165,7 +176,7 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
          "k_scale": torch.empty(b * h, nk, device=dev),
          "v": torch.empty(b * h, d, nk * rows, dtype=fp8, device=dev),
          "v_scale": torch.empty(b * h, nk, device=dev)}
-    order = pre.KEY_ORDERS["thread" if engine == "gluon" else "pv"]
+    order = pre.KEY_ORDERS[(TRITON_KERNEL if kernel is None else kernel).key_order]
     consts = dict(D=d, ROWS=rows, ELEM=elem, EMAX=emax, MBITS=mbits, MAXN=maxn, SHIFT=shift, ORDER=order, num_warps=8)
     norm = d ** -0.5 if opts.hadamard else 1.0
     for name, x, scale, n, premul, per_row in (("q", q, "q_scale", nq, sm_scale * LOG2E * norm, True),
@@ -175,7 +186,7 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
                                                         ROTATE=opts.hadamard, PER_ROW=per_row, num_stages=2, **consts)
     if opts.fmt == "mxfp8":
         amax = torch.linalg.vector_norm(v, float("inf")).float()  # max |v| in one pass (abs().amax() makes two)
-        tensor_scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax)).reshape(1)
+        tensor_scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax)).reshape(1)
     else:
         tensor_scale = t["v_scale"]
     pre.quantize_v_kernel[(nk, b * h)](v, t["v"], t["v_scale"], tensor_scale, *v.stride(), h, sk, nk * rows, nk,
@@ -183,52 +194,109 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     return t
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """The kernel's runtime sizes, in its argument order: sequence lengths, padded lengths, statistics tiles,
+    key tiles and the gate's Stage-A pattern."""
+
+    s_q: int
+    s_k: int
+    s_qpad: int
+    s_kpad: int
+    n_st: int
+    n_kt: int
+    gate_p: int
+
+    def args(self) -> tuple[int, ...]:
+        return (self.s_q, self.s_k, self.s_qpad, self.s_kpad, self.n_st, self.n_kt, self.gate_p)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One attention launch: the prepass's operands (Q, K as [rows, D], V as [D * heads, keys], their scales),
+    the output and gate flags, the sizes, the (batch x head) count and the kernel's constexprs."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    q_scale: torch.Tensor
+    k_scale: torch.Tensor
+    v_scale: torch.Tensor
+    out: torch.Tensor
+    flags: torch.Tensor
+    sizes: Sizes
+    heads: int
+    consts: dict[str, Any]
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The kernel's pointer arguments after the three descriptors, in its order."""
+        return (self.q_scale, self.k_scale, self.v_scale, self.out, self.flags)
+
+
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
-            engine: str = "triton") -> tuple[torch.Tensor, torch.Tensor, int]:
+            kernel: HopperKernel | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Prepass and attention kernel; returns (BHSD output, per-workgroup-tile gate flags, key tiles)."""
     b, h, sq, d = q.shape
     sk = k.shape[2]
     bn, stat_m = tiling.BLOCK_N, tiling.STAT_M
-    ops = quantize(q, k, v, opts, engine)
+    kernel = TRITON_KERNEL if kernel is None else kernel
+    ops = quantize(q, k, v, opts, kernel)
     sqp, skp = ops["q"].shape[1], ops["k"].shape[1]  # multiples of PREPASS_ROWS, hence of every query tile
     nst, nk = sqp // stat_m, skp // bn
     out = torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device)
     flags = torch.zeros(b * h * nst * nk if opts.fused else 1, dtype=torch.int8, device=q.device)
     p_emax, p_shift, p_clamp, p_blocks = opts.p_format
-    launch = _launch_gluon if engine == "gluon" else _launch_triton
-    launch(ops["q"].view(-1, d), ops["k"].view(-1, d), ops["v"].view(-1, skp), ops["q_scale"], ops["k_scale"],
-           ops["v_scale"], out, flags, (sq, sk, sqp, skp, nst, nk, opts.gate_pattern), b * h,
-           dict(D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused, GATE=opts.gate_doublings is not None,
-                P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks))
+    sizes = Sizes(sq, sk, sqp, skp, nst, nk, opts.gate_pattern)
+    consts = dict(D=d, BN=bn, STAT_M=stat_m, D_BIAS=D_BIAS, FUSED=opts.fused, GATE=opts.gate_doublings is not None,
+                  P_EMAX=p_emax, P_SHIFT=p_shift, P_CLAMP=p_clamp, P_BLOCKS=p_blocks)
+    if opts.skeleton:  # only then: the kernels without the switch take the same launch
+        consts["SKELETON"] = True
+    kernel.launch(Launch(ops["q"].view(-1, d), ops["k"].view(-1, d), ops["v"].view(-1, skp), ops["q_scale"],
+                         ops["k_scale"], ops["v_scale"], out, flags, sizes, b * h, consts))
     return out, flags, nk
 
 
-def _launch_triton(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, consts) -> None:
+def _launch_triton(run: Launch) -> None:
     """The autotuned Triton kernel (the launch grid follows the configuration's query tile)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    from fsbench.kernels.triton_fused import attention_kernel
+    from fsbench.kernels.hopper.triton_fused import attention_kernel
 
-    d, bn, sqp = consts["D"], consts["BN"], sizes[2]
-    desc_q = TensorDescriptor.from_tensor(q, [tiling.STAT_M, d])  # block set per configuration
-    desc_k = TensorDescriptor.from_tensor(k, [bn, d])
-    desc_v = TensorDescriptor.from_tensor(v, [d, bn])
-    attention_kernel[lambda meta: (sqp // meta["BM"], heads)](desc_q, desc_k, desc_v, q_scale, k_scale, v_scale,
-                                                              out, flags, *sizes, **consts)
+    d, bn, sqp = run.consts["D"], run.consts["BN"], run.sizes.s_qpad
+    desc_q = TensorDescriptor.from_tensor(run.q, [tiling.STAT_M, d])  # block set per configuration
+    desc_k = TensorDescriptor.from_tensor(run.k, [bn, d])
+    desc_v = TensorDescriptor.from_tensor(run.v, [d, bn])
+    attention_kernel[lambda meta: (sqp // meta["BM"], run.heads)](desc_q, desc_k, desc_v, *run.tensors(),
+                                                                  *run.sizes.args(), **run.consts)
 
 
-def _launch_gluon(q, k, v, q_scale, k_scale, v_scale, out, flags, sizes, heads, consts) -> None:
+def _launch_gluon(run: Launch) -> None:
     """The Gluon kernel at its one launch shape (`tiling.GLUON`): each math warpgroup loads half of the
     program's query tile."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from fsbench.kernels.gluon_fused import attention_kernel
+    from fsbench.kernels.hopper.gluon_fused import attention_kernel
 
     def descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
         return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gl.float8e4nv))
 
-    t, d, bn = tiling.GLUON, consts["D"], consts["BN"]
-    attention_kernel[(sizes[2] // t.block_m, heads)](
-        descriptor(q, [t.block_m // 2, d]), descriptor(k, [bn, d]), descriptor(v, [d, bn]), q_scale, k_scale,
-        v_scale, out, flags, *sizes, BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **consts)
+    t, d, bn = tiling.GLUON, run.consts["D"], run.consts["BN"]
+    attention_kernel[(run.sizes.s_qpad // t.block_m, run.heads)](
+        descriptor(run.q, [t.block_m // 2, d]), descriptor(run.k, [bn, d]), descriptor(run.v, [d, bn]),
+        *run.tensors(), *run.sizes.args(), BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **run.consts)
+
+
+@dataclass(frozen=True)
+class HopperKernel:
+    """One kernel the launcher runs: its name in messages, the prepass's key order for it (`prepass.KEY_ORDERS`),
+    the head dims it has and its launch function."""
+
+    label: str
+    key_order: str
+    head_dims: tuple[int, ...]
+    launch: Callable[[Launch], None]
+
+
+TRITON_KERNEL = HopperKernel("Triton", "pv", tiling.HEAD_DIMS, _launch_triton)
+GLUON_KERNEL = HopperKernel("Gluon", "thread", (tiling.GLUON_HEAD_DIM,), _launch_gluon)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from fsbench.kernels.constants import E4M3_MAX
+
 
 @dataclass(frozen=True)
 class ElementFormat:
@@ -33,7 +35,7 @@ class ElementFormat:
         return 1 - self.bias
 
 
-E4M3 = ElementFormat("e4m3", ebits=4, mbits=3, bias=7, max_normal=448.0)
+E4M3 = ElementFormat("e4m3", ebits=4, mbits=3, bias=7, max_normal=E4M3_MAX)
 E2M3 = ElementFormat("e2m3", ebits=2, mbits=3, bias=1, max_normal=7.5)
 E2M1 = ElementFormat("e2m1", ebits=2, mbits=1, bias=1, max_normal=6.0)
 BF16 = ElementFormat("bf16", ebits=8, mbits=7, bias=127, max_normal=float(torch.finfo(torch.bfloat16).max))

@@ -25,11 +25,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from fsbench.kernels.constants import E4M3_MAX
+
 # element codes shared with the host wrapper
 E4M3, E2M3, E2M1 = 0, 1, 2
 ELEMENT = {"mxfp8": E4M3, "mxfp6": E2M3, "mxfp4": E2M1}
 # (emax of the MX scale rule, mantissa bits, max normal, shift that puts the format's max under 448)
-ELEMENT_PARAMS = {E4M3: (8, 3, 448.0, 0), E2M3: (2, 3, 7.5, 5), E2M1: (2, 1, 6.0, 6)}
+ELEMENT_PARAMS = {E4M3: (8, 3, E4M3_MAX, 0), E2M3: (2, 3, 7.5, 5), E2M1: (2, 1, 6.0, 6)}
 # Key orders within a 128-key tile, key r = 32t + 8s + 4h + 2e + j (t: quad thread, s: 32-key slice, h, e, j bits).
 # "pv" (the Triton kernel): K in order, V's keys permuted within each 32-key block so that the PV GEMM's register
 # A operand equals the score accumulator's registers (`triton_fused._pv_order`). "thread" (the Gluon kernel): K's

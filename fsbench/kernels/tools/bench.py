@@ -3,11 +3,13 @@
 TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a
 warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
 The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
-"x conventional" compares each row with the conventional FP8 kernel of its own engine (same operands,
-same schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.cudnn_fp8`, its
-scaling and casts included), timed only where the optional cudnn-frontend package is installed; `sage2-fp8` and
-`fa3-fp8` are SageAttention2 and FlashAttention-3 (`kernels.peers`), likewise only where they are installed. Accuracy is
-measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error ||out - ref|| / ||ref||
+`skeleton-fp8` runs the Gluon kernel's tiles with both FP8 GEMMs and no softmax: the measured limit of that
+schedule under the power cap (no error columns: its output is not attention). "x conventional" compares each row
+with the conventional FP8 kernel of its own engine (same operands, same schedule, only the softmax differs).
+`cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling and casts included), timed only where the
+optional cudnn-frontend package is installed; `sage2-fp8` and `fa3-fp8` are SageAttention2 and FlashAttention-3
+(`kernels.tools.peers`), likewise only where they are installed. Accuracy is measured once per row against BF16 SDPA
+(cuDNN) on the first input set: relative error ||out - ref|| / ||ref||
 in percent and the cosine similarity.
 """
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+
+from fsbench.kernels import registry
 
 SHAPES = ((1, 40, 75600, 128), (1, 24, 32768, 128))
 
@@ -28,6 +32,7 @@ class Row:
     name: str
     fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
     missing: str | None = None  # why the row cannot run here (an optional package absent), None if it can
+    attention: bool = True  # False for the skeleton, whose output is not attention (no error is measured)
 
 
 def _sdpa(backend) -> Callable:
@@ -39,18 +44,21 @@ def _sdpa(backend) -> Callable:
     return run
 
 
-def _triton(fmt: str, engine: str = "triton", **options: Any) -> Callable:
-    def run(q, k, v):
-        from fsbench.kernels.triton_attention import triton_attention
+def _triton(fmt: str, engine: str = registry.TRITON, **options: Any) -> Callable:
+    """A row of the Hopper kernel the registry calls `engine`."""
+    kernel = registry.get(engine).hopper
 
-        return triton_attention(q, k, v, fmt, stats=False, engine=engine, **options)[0]
+    def run(q, k, v):
+        from fsbench.kernels.hopper.launch import triton_attention
+
+        return triton_attention(q, k, v, fmt, stats=False, kernel=kernel, **options)[0]
     return run
 
 
 def rows() -> list[Row]:
     from torch.nn.attention import SDPBackend
 
-    from fsbench.kernels import cudnn_fp8, peers
+    from fsbench.kernels.tools import cudnn_fp8, peers
 
     return [Row("sdpa-cudnn-bf16", _sdpa(SDPBackend.CUDNN_ATTENTION)),
             Row("sdpa-flash-bf16", _sdpa(SDPBackend.FLASH_ATTENTION)),
@@ -65,13 +73,21 @@ def rows() -> list[Row]:
             Row("triton-fused-mxfp4", _triton("mxfp4")),
             Row("triton-fused-mxfp6-rowscale", _triton("mxfp6", mx_p_scale="row")),
             Row("triton-fused-mxfp4-rowscale", _triton("mxfp4", mx_p_scale="row")),
-            Row("gluon-conventional-fp8", _triton("mxfp8", "gluon", softmax="conventional")),
-            Row("gluon-fused-mxfp8", _triton("mxfp8", "gluon")),
-            Row("gluon-fused-mxfp8-nogate", _triton("mxfp8", "gluon", gate_doublings=None)),
-            Row("gluon-fused-mxfp6", _triton("mxfp6", "gluon")),
-            Row("gluon-fused-mxfp4", _triton("mxfp4", "gluon")),
-            Row("gluon-fused-mxfp6-rowscale", _triton("mxfp6", "gluon", mx_p_scale="row")),
-            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", "gluon", mx_p_scale="row"))]
+            Row("gluon-conventional-fp8", _triton("mxfp8", registry.GLUON, softmax="conventional")),
+            Row("gluon-fused-mxfp8", _triton("mxfp8", registry.GLUON)),
+            Row("gluon-fused-mxfp8-nogate", _triton("mxfp8", registry.GLUON, gate_doublings=None)),
+            Row("gluon-fused-mxfp6", _triton("mxfp6", registry.GLUON)),
+            Row("gluon-fused-mxfp4", _triton("mxfp4", registry.GLUON)),
+            Row("gluon-fused-mxfp6-rowscale", _triton("mxfp6", registry.GLUON, mx_p_scale="row")),
+            Row("gluon-fused-mxfp4-rowscale", _triton("mxfp4", registry.GLUON, mx_p_scale="row")),
+            Row("skeleton-fp8", _skeleton, attention=False)]
+
+
+def _skeleton(q, k, v):
+    """The Gluon kernel's tiles with both FP8 GEMMs and no softmax: the limit under the power cap."""
+    from fsbench.kernels.hopper.launch import skeleton
+
+    return skeleton(q, k, v)
 
 
 def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
@@ -92,11 +108,9 @@ def select_rows(names: list[str] | None) -> tuple[list[Row], list[Row]]:
 
 
 def engine_of(row_name: str) -> str | None:
-    """'triton' or 'gluon' for the FP8 kernel rows, None for the SDPA baselines."""
-    from fsbench.kernels.triton_attention import ENGINES
-
+    """The registry's name of the Hopper kernel a row runs (its first word), None for the other rows."""
     engine = row_name.split("-", 1)[0]
-    return engine if engine in ENGINES else None
+    return engine if engine in registry.HOPPER else None
 
 
 def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, repeats: int) -> list[float]:
@@ -148,18 +162,19 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         ms = time_ms(row.fn, inputs, warmup, repeats)
         med = statistics.median(ms)
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
-                  "tflops": flops / med / 1e9, **accuracy(row.fn(*inputs[0]), ref)}
-        if engine_of(row.name) == "triton":
-            from fsbench.kernels.triton_fused import attention_kernel
+                  "tflops": flops / med / 1e9,
+                  **(accuracy(row.fn(*inputs[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
+        if engine_of(row.name) == registry.TRITON:
+            from fsbench.kernels.hopper.triton_fused import attention_kernel
 
             result["launch"] = str(attention_kernel.best_config)  # the autotuner's pick for this row
-        elif engine_of(row.name) == "gluon":
-            from fsbench.kernels.tiling import GLUON
+        elif engine_of(row.name) == registry.GLUON:
+            from fsbench.kernels.hopper.tiling import GLUON
 
             result["launch"] = str(GLUON)
         fmt = row.name.split("-fused-", 1)[-1]
         if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
-            from fsbench.kernels.emulator import emulate as run_emulator
+            from fsbench.kernels.reference.emulator import emulate as run_emulator
 
             emu = run_emulator(*inputs[0], fmt)[0]
             result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
@@ -190,6 +205,11 @@ def _ratio(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
+def _num(value: float | None, digits: int) -> str:
+    """An error column, blank for a row that is not attention."""
+    return "" if value is None else f"{value:.{digits}f}"
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     head = (f"{'shape':<20} {'row':<24} {'ms':>8} {'TFLOP/s':>8} {'x cuDNN':>8} {'x conv':>7} {'err %':>7} "
             f"{'cosine':>8} {'emu err %':>9}")
@@ -197,8 +217,9 @@ def format_table(results: list[dict[str, Any]]) -> str:
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"{str(tuple(r['shape'])):<20} {r['row']:<24} {r['median_ms']:>8.2f} {r['tflops']:>8.1f} "
-                     f"{_ratio(r.get('x_cudnn')):>8} {_ratio(r.get('x_conventional')):>7} {r['rel_err_pct']:>7.3f} "
-                     f"{r['cosine']:>8.5f} {'' if emu is None else f'{emu:.3f}':>9}")
+                     f"{_ratio(r.get('x_cudnn')):>8} {_ratio(r.get('x_conventional')):>7} "
+                     f"{_num(r['rel_err_pct'], 3):>7} "
+                     f"{_num(r['cosine'], 5):>8} {'' if emu is None else f'{emu:.3f}':>9}")
     return "\n".join(lines)
 
 
@@ -217,7 +238,7 @@ def format_markdown(results: list[dict[str, Any]]) -> str:
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
-                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {r['rel_err_pct']:.3f} | "
-                     f"{r['cosine']:.5f} | {'' if emu is None else f'{emu:.3f}'} |"
+                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {_num(r['rel_err_pct'], 3)} | "
+                     f"{_num(r['cosine'], 5)} | {'' if emu is None else f'{emu:.3f}'} |"
                      + (f" {_held(r)} |" if clocks else ""))
     return "\n".join(lines)

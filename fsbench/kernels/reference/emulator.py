@@ -15,7 +15,8 @@ from typing import Callable
 
 import torch
 
-from fsbench.kernels.formats import (
+from fsbench.kernels.constants import LOG2E, TRIP_DOUBLINGS
+from fsbench.kernels.reference.formats import (
     E2M1,
     E2M3,
     E4M3,
@@ -23,12 +24,10 @@ from fsbench.kernels.formats import (
     quantize_p_fp8,
     quantize_per_tensor_fp8,
 )
-from fsbench.kernels.hadamard import rotate
-from fsbench.kernels.schraudolph import EPSILON, get_proxy, stage_a
+from fsbench.kernels.reference.hadamard import rotate
+from fsbench.kernels.reference.schraudolph import EPSILON, get_proxy, stage_a
 from fsbench.kernels.stats import AttentionStats
 
-LOG2E = math.log2(math.e)
-TRIP_DOUBLINGS = 32  # the design cap against which gate trips are counted when the gate is disabled
 
 
 @dataclass(frozen=True)

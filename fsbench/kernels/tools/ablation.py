@@ -6,8 +6,8 @@ from typing import Callable
 
 import torch
 
-from fsbench.kernels.api import FORMATS
-from fsbench.kernels.emulator import emulate
+from fsbench.kernels.constants import FORMATS
+from fsbench.kernels.reference.emulator import emulate
 
 CONVENTIONAL = {"rowsum_gemm": False, "frozen_max": False, "schraudolph": False}
 

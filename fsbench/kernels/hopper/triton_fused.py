@@ -30,14 +30,18 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from fsbench.kernels import tiling
+from fsbench.kernels import constants
+from fsbench.kernels.hopper import tiling
 
-MAGIC = tl.constexpr(12582912.0)        # 1.5 * 2^23
-MAGIC_BITS = tl.constexpr(0x4B400000)   # its float32 bit pattern
-# E2M3 P clamps at 7.5 * 2^-6 (BF16 pattern 15856) in the Stage-A FFMA's .sat: from a base in [1024, 2048) (step
-# 2^-13) the .sat's bound 1 is 8192 patterns above the base's (`gluon_fused` says more)
-P_SAT_FLOOR = tl.constexpr(7664)
-P_SAT_BASE = tl.constexpr(1024.935546875)  # 1024 + 7664 * 2^-13
+# the shared constants (`kernels.constants` says what each is), as the constexpr globals a jit function may read
+MAGIC = tl.constexpr(constants.MAGIC)
+MAGIC_BITS = tl.constexpr(constants.MAGIC_BITS)
+TWO_M7 = tl.constexpr(constants.TWO_M7)
+TWO_M13 = tl.constexpr(constants.TWO_M13)
+TWO_M16 = tl.constexpr(constants.TWO_M16)
+P_BASE = tl.constexpr(constants.P_BASE)
+P_SAT_FLOOR = tl.constexpr(constants.P_SAT_FLOOR)
+P_SAT_BASE = tl.constexpr(constants.P_SAT_BASE)
 
 
 @triton.jit
@@ -100,7 +104,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
         fired = tl.max(need.to(tl.int32), 0)  # any row of the program: the rare, uniform rollback branch
         if fired > 0:
             tl.store(flags + tile, 1)
-        delta = tl.where(need, tl.ceil((pmax.to(tl.float32) - D_BIAS) * 0.0078125).to(tl.int32), 0)
+        delta = tl.where(need, tl.ceil((pmax.to(tl.float32) - D_BIAS) * TWO_M7).to(tl.int32), 0)
         m_i = m_i + delta.to(tl.float32)
         c_i = c_i - 128.0 * delta.to(tl.float32)
         pmax = pmax - 128 * delta
@@ -113,9 +117,9 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
     # Stage-A: the pattern of P / 2^e is the integer part of t, whose step is 1 from 192 (2^-16) or from
     # P_SAT_BASE (2^-13, where .sat clamps E2M3 P at its largest value)
     if P_CLAMP:
-        step, floor, base = 1.220703125e-04, P_SAT_FLOOR, P_SAT_BASE
+        step, floor, base = TWO_M13, P_SAT_FLOOR, P_SAT_BASE
     else:
-        step, floor, base = 1.52587890625e-05, 0, 192.0
+        step, floor, base = TWO_M16, 0, P_BASE
     if P_BLOCKS:
         # each 32-key block in its own units 2^(s_b + 6): the convert then rounds exactly as E2M3
         pb = (tl.fma(bmax, a128[:, None], c_i[:, None]) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS

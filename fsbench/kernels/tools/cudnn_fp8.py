@@ -14,8 +14,9 @@ import importlib.util
 
 import torch
 
+from fsbench.kernels.constants import E4M3_MAX
+
 PACKAGE = "nvidia-cudnn-frontend"
-E4M3_MAX = 448.0
 _graphs: dict[tuple, tuple] = {}  # (shapes, strides, device) -> (graph, tensors, fixed buffers, workspace, handle)
 
 

@@ -7,13 +7,14 @@ format the output difference to the emulator and both statistics are reported.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-LOG2E = math.log2(math.e)
+from fsbench.kernels import registry
+from fsbench.kernels.constants import LOG2E
+
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,11 @@ def cases() -> list[Case]:
 
 
 def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cuda",
-            engine: str = "triton") -> dict[str, Any]:
-    """Run the kernel of `engine` and the emulator on one case; returns differences and statistics."""
-    from fsbench.kernels.emulator import emulate
-    from fsbench.kernels.triton_attention import triton_attention
+            engine: str = registry.TRITON) -> dict[str, Any]:
+    """Run the Hopper kernel the registry calls `engine` and the emulator on one case; returns differences and
+    statistics."""
+    from fsbench.kernels.reference.emulator import emulate
+    from fsbench.kernels.hopper.launch import triton_attention
 
     q, k, v = make_inputs(case, seed, device)
     options = dict(case.options)
@@ -64,7 +66,7 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
     if softmax == "conventional":
         options["softmax"] = "conventional"
         emu_options.update(frozen_max=False, schraudolph=False, rowsum_gemm=False)
-    out, stats = triton_attention(q, k, v, fmt, engine=engine, **options)
+    out, stats = triton_attention(q, k, v, fmt, kernel=registry.get(engine).hopper, **options)
     ref, ref_stats = emulate(q, k, v, fmt, **emu_options)
     exact = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     diff = (out.float() - ref.float())
@@ -79,7 +81,7 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
 
 
 def run_checks(formats: tuple[str, ...] = ("mxfp8", "mxfp6", "mxfp4"), device: str = "cuda",
-               engine: str = "triton") -> list[dict[str, Any]]:
+               engine: str = registry.TRITON) -> list[dict[str, Any]]:
     """Every case in every format (fused), plus the conventional baseline in mxfp8 on the plain cases."""
     rows = []
     for case in cases():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable
 
-from fsbench.kernels import bench
+from fsbench.kernels.tools import bench
 
 SEQ_LENS = (4096, 8192, 16384, 32768, 65536, 75600, 131072)
 HEADS = (24, 40)

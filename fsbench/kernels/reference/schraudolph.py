@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-EPSILON = 0.05798
+from fsbench.kernels.constants import SCHRAUDOLPH_EPSILON as EPSILON
 
 
 @dataclass(frozen=True)

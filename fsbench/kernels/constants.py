@@ -1,0 +1,31 @@
+"""Every constant the emulator and the Hopper kernels share, written once: the format names and the numbers.
+
+Plain Python numbers: the emulator and the launcher use them as they are; a `@triton.jit` or `@gluon.jit`
+kernel may only read globals that are constexpr, so each kernel module wraps the ones it reads
+(`MAGIC = tl.constexpr(constants.MAGIC)`), which leaves the value, and so the compiled code, unchanged.
+"""
+from __future__ import annotations
+
+import math
+
+MX_FORMATS = ("mxfp8", "mxfp6", "mxfp4")  # the MX formats the emulator and the Hopper kernels compute
+FORMATS = ("bf16",) + MX_FORMATS  # every format `kernels.attention` takes
+LOG2E = math.log2(math.e)  # scores are scaled by sm_scale * log2(e), so the softmax is a power of two
+SCHRAUDOLPH_EPSILON = 0.05798  # Schraudolph's offset: the pattern is 2^M (x + bias - epsilon)
+BF16_MANTISSA_SCALE = 128.0  # 2^M of the u16 (BF16) proxy, M = 7 mantissa bits
+D_BIAS = BF16_MANTISSA_SCALE * (127 - SCHRAUDOLPH_EPSILON)  # Stage-A pattern offset 2^M (bias - epsilon)
+TRIP_DOUBLINGS = 32  # gate trips are counted against this cap when the gate is disabled
+E4M3_MAX = 448.0  # E4M3's largest normal: the per-tensor FP8 scale is amax / E4M3_MAX
+
+# Stage-A rounds to an integer with one add of MAGIC (1.5 * 2^23, whose float32 ulp is 1): the integer then sits
+# in the low mantissa bits of the sum, read back by subtracting MAGIC_BITS (its float32 bit pattern)
+MAGIC = 12582912.0
+MAGIC_BITS = 0x4B400000
+TWO_M7 = 0.0078125  # 2^-7: one doubling of a BF16 pattern
+TWO_M13 = 1.220703125e-04  # 2^-13: the Stage-A step from a base in [1024, 2048) (E2M3 P, clamped by .sat)
+TWO_M16 = 1.52587890625e-05  # 2^-16: the Stage-A step from the base 192 (E4M3 P)
+P_BASE = 192.0  # Stage-A base in [128, 256): its float32 ulp is 2^-16, so t's integer part is P's pattern
+# E2M3 P clamps at 7.5 * 2^-6 (its largest value in E4M3 units; BF16 pattern 15856) inside the Stage-A FFMA: .sat
+# caps it at 1, which a base in [1024, 2048) (step 2^-13) puts 8192 patterns above the base's: base pattern 7664
+P_SAT_FLOOR = 7664
+P_SAT_BASE = 1024.935546875  # 1024 + P_SAT_FLOOR * 2^-13

@@ -1,0 +1,112 @@
+"""The attention implementations, one entry each: the name `kernels.attention(impl=...)` takes, the function that
+runs it and what it needs (formats, GPU capability, head dims, packages).
+
+`IMPLS`, `resolve_impl`, the CLI's `--impl` and `--engine` choices, the check before a call and the run
+manifest's record of which kernel ran are all read from this table, and no other module spells an
+implementation's name: adding a kernel is one more entry. `auto` takes the first entry, in table order, that can
+run the call.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from fsbench.kernels.constants import FORMATS, MX_FORMATS
+from fsbench.kernels.hopper import launch
+from fsbench.kernels.stats import AttentionStats
+
+AUTO = "auto"  # let the table choose
+
+Runner = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, str, bool, dict[str, Any]],
+                  tuple[torch.Tensor, "AttentionStats | None"]]
+
+
+@dataclass(frozen=True)
+class Impl:
+    """One implementation: `run(q, k, v, fmt, want_stats, options)` on BHSD tensors returns (out, stats or None)."""
+
+    name: str
+    run: Runner
+    formats: tuple[str, ...]
+    capability: tuple[int, int] | None = None  # the CUDA compute capability it needs; None runs anywhere
+    head_dims: tuple[int, ...] | None = None  # None: any
+    package: str | None = None  # a module it imports
+    hopper: launch.HopperKernel | None = None  # the Hopper kernel behind it, for the tools that launch it directly
+
+    def unmet(self, fmt: str, device: torch.device, head_dim: int) -> str | None:
+        """Why this implementation cannot run `fmt` at `head_dim` on `device`; None when it can."""
+        if fmt not in self.formats:
+            return f"impl={self.name!r} computes {', '.join(self.formats)}, not {fmt}"
+        if self.head_dims is not None and head_dim not in self.head_dims:
+            return f"impl={self.name!r} supports head_dim {self.head_dims}, got {head_dim}"
+        if self.package is not None and importlib.util.find_spec(self.package) is None:
+            return f"impl={self.name!r} needs the {self.package} package"
+        if self.capability is not None and device_capability(device) != self.capability:
+            major, minor = self.capability
+            return (f"impl={self.name!r} runs on a CUDA sm_{major}{minor} GPU, not {device}; "
+                    f"use impl={EMULATE!r}")
+        return None
+
+
+def device_capability(device: torch.device) -> tuple[int, int] | None:
+    """The CUDA compute capability of `device`; None off CUDA."""
+    return torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, want_stats: bool,
+          options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats]:
+    unknown = set(options) - {"sm_scale"}
+    if unknown:
+        raise ValueError(f"impl={SDPA!r} takes no options {sorted(unknown)}")
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=options.get("sm_scale"))
+    return out, AttentionStats()
+
+
+def _emulate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, want_stats: bool,
+             options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats]:
+    from fsbench.kernels.reference.emulator import emulate
+
+    return emulate(q, k, v, fmt, **options)
+
+
+def _hopper(kernel: launch.HopperKernel) -> Runner:
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, want_stats: bool,
+            options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats | None]:
+        return launch.triton_attention(q, k, v, fmt, stats=want_stats, kernel=kernel, **options)
+    return run
+
+
+SDPA, GLUON, TRITON, EMULATE = "sdpa", "gluon", "triton", "emulate"
+_HOPPER = (9, 0)  # FP8 wgmma
+TABLE = (
+    Impl(SDPA, _sdpa, ("bf16",)),
+    Impl(GLUON, _hopper(launch.GLUON_KERNEL), MX_FORMATS, _HOPPER, launch.GLUON_KERNEL.head_dims, "triton",
+         launch.GLUON_KERNEL),
+    Impl(TRITON, _hopper(launch.TRITON_KERNEL), MX_FORMATS, _HOPPER, launch.TRITON_KERNEL.head_dims, "triton",
+         launch.TRITON_KERNEL),
+    Impl(EMULATE, _emulate, FORMATS),
+)
+BY_NAME = {impl.name: impl for impl in TABLE}
+IMPLS = (AUTO,) + tuple(BY_NAME)  # every name `kernels.attention(impl=...)` takes
+# what a run may choose for its quantized layers (`fsbench run --impl`): bf16 layers always take `auto`
+RUN_CHOICES = (AUTO,) + tuple(impl.name for impl in TABLE if set(impl.formats) & set(MX_FORMATS))
+HOPPER = tuple(impl.name for impl in TABLE if impl.hopper is not None)  # `fsbench kernels check --engine`
+
+
+def get(name: str) -> Impl:
+    """The entry called `name`; ValueError naming the known ones."""
+    if name not in BY_NAME:
+        raise ValueError(f"unknown attention impl {name!r}; expected one of {', '.join(IMPLS)}")
+    return BY_NAME[name]
+
+
+def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> str:
+    """The implementation `impl` names, or for `auto` the first entry that can run `fmt` at `head_dim` on
+    `device`: SDPA for bf16; on Hopper the Gluon kernel at head_dim 128 (the faster one,
+    results/log/), else the Triton kernel; elsewhere the emulator."""
+    if impl != AUTO:
+        return get(impl).name
+    return next(entry.name for entry in TABLE if entry.unmet(fmt, device, head_dim) is None)
