@@ -45,7 +45,7 @@ _generation = _options_decorator([
                  "at head dim 128, else Triton there, the emulator elsewhere)."),
     click.option("--system", help="System name in the log layout [default: <device>-<model>]."),
     click.option("--compile", "compile_blocks", is_flag=True,
-                 help="torch.compile the repeated transformer blocks (the self-attention core stays outside)."),
+                 help="torch.compile the repeated transformer blocks, self-attention inside the graphs."),
     click.option("--gemm", type=click.Choice(speed.GEMMS), default="bf16", show_default=True,
                  help="Linear layers of the transformer blocks: BF16, or FP8 e4m3 with row scales (_scaled_mm)."),
     click.option("--vae", "vae_dtype", type=click.Choice(list(speed.VAE_DTYPES)), default="fp32", show_default=True,

@@ -5,8 +5,9 @@ host) and video encoding; written as RUN/profile.json and a table in RUN/profile
 Device work is timed with CUDA events recorded around each region (no host sync inside a video; the events
 are read once the video is done), so the numbers are GPU time, not host time around asynchronous launches.
 On a CPU the same code path uses perf_counter, which is exact there because CPU ops are synchronous.
-With compiled blocks (`--compile`) module hooks would break the graphs, so only the self-attention core
-(which runs outside the graphs) is split out; GEMMs and cross-attention then count as `rest`.
+With compiled blocks (`--compile`) module hooks would break the graphs, so only the self-attention core is
+split out (the op `fsbench::attention` runs its body eagerly inside the graphs, where the router's core times
+it); GEMMs and cross-attention then count as `rest`.
 """
 from __future__ import annotations
 
