@@ -140,6 +140,8 @@ def test_run_profile_writes_the_table_and_the_manifest_records_the_speed_options
     table = (run / "profile.md").read_text()
     assert "| vae_decode |" in table and "| bf16 | 2 |" in table
     assert json.loads((run / "profile.json").read_text())["videos"][0]["steps"][1]["step"] == 1
+    assert summary["profile"]["energy"]["joules_per_video"] is None
+    assert "Energy: not measured (no GPU energy on a cpu device)." in table
 
 
 @pytest.mark.slow
