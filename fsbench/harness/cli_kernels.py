@@ -151,8 +151,9 @@ def _echo_row(row: dict) -> None:
     click.echo(kbench.format_table([row]).splitlines()[-1])
     held = row.get("back_to_back")
     if held:
-        click.echo(f"{'':<20} back to back: {held['tflops']:.1f} TFLOP/s at {held.get('clock_mhz', float('nan')):.0f} "
-                   f"MHz, {held.get('power_w', float('nan')):.0f} W")
+        nan = float("nan")
+        click.echo(f"{'':<20} back to back: {held['tflops']:.1f} TFLOP/s at {held.get('clock_mhz', nan):.0f} MHz, "
+                   f"{held.get('power_w', nan):.0f} W, {held.get('tflop_per_j') or nan:.3f} TFLOP/J")
 
 
 def _holder(seconds: float):
