@@ -129,7 +129,8 @@ def test_speed_options_are_checked_and_name_the_run_folder():
 
 def test_run_profile_writes_the_table_and_the_manifest_records_the_speed_options(tmp_path, one_thread):
     run = tmp_path / "run"
-    result = CliRunner().invoke(main, ["run", "--count", "1", "--time", "0", "--profile", "--gemm", "fp8",
+    result = CliRunner().invoke(main, ["run", "--count", "1", "--time", "0", "--profile", "--warm-up",
+                                       "--schedule", "mxfp4:0;bf16:*", "--gemm", "fp8",
                                        "--out", str(run), "--height", "32", "--width", "32", "--frames", "5",
                                        "--steps", "2"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -138,9 +139,11 @@ def test_run_profile_writes_the_table_and_the_manifest_records_the_speed_options
     assert summary["speed"]["compile"] is False and summary["speed"]["negative_prompt_cache"]
     assert summary["profile"]["videos"] == 1 and 0 < summary["profile"]["harness_overhead_share"] < 1
     table = (run / "profile.md").read_text()
-    assert "| vae_decode |" in table and "| bf16 | 2 |" in table
+    assert "| vae_decode |" in table and "| bf16 | 1 |" in table and "| mxfp4 | 1 |" in table
     assert json.loads((run / "profile.json").read_text())["videos"][0]["steps"][1]["step"] == 1
     assert summary["profile"]["energy"]["joules_per_video"] is None
+    assert summary["warm_up"]["formats"] == ["bf16", "mxfp4"]
+    assert summary["profile"]["videos"] == 1  # the warm-up is neither profiled nor a LoadGen sample
     assert "Energy: not measured (no GPU energy on a cpu device)." in table
 
 
