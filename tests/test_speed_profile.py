@@ -165,3 +165,35 @@ def test_run_compile_with_inductor_makes_the_eager_video(tmp_path, one_thread):
     assert load_manifest(tmp_path / "compiled")["results"]["SingleStream"]["performance"]["speed"]["compile"]
     eager, compiled = (read_frames(v)[0].astype(int) for v in videos)
     assert videos[0].read_bytes() == videos[1].read_bytes() or np.abs(eager - compiled).max() <= 1
+
+
+@pytest.mark.slow
+def test_capture_records_every_call_inside_compiled_blocks_as_it_does_eagerly(tiny, tmp_path):
+    """The op's body runs eagerly inside the graphs, so a Capture sees each call's step, layer, expert, CFG
+    pass, format and statistics with compiled blocks exactly as without them."""
+    from fsbench.harness.attention import Capture
+
+    spec, pipe = tiny
+    records = []
+    for compiled in (False, True):
+        capture = Capture(tmp_path / str(compiled))
+        router = SelfAttentionRouter(spec.schedule, capture=capture)
+        router.install(pipe)
+        if compiled:
+            torch._dynamo.reset()
+            for expert in (pipe.transformer, pipe.transformer_2):
+                expert.compile_repeated_blocks(backend="eager", fullgraph=True, dynamic=False)
+        try:
+            _frames(pipe, spec, router)
+        finally:
+            router.uninstall()
+            for expert in (pipe.transformer, pipe.transformer_2):
+                for block in expert.blocks:
+                    block._compiled_call_impl = None
+            torch._dynamo.reset()
+        records.append(capture.records)
+    eager, compiled = records
+    layers = len(pipe.transformer.blocks)
+    assert len(eager) == spec.settings.steps * 2 * layers  # both CFG passes of every step
+    assert [r["layer"] for r in eager[:layers]] == list(range(layers))
+    assert compiled == eager
