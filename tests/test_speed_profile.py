@@ -150,11 +150,16 @@ def test_run_profile_writes_the_table_and_the_manifest_records_the_speed_options
 @pytest.mark.slow
 def test_run_compile_with_inductor_makes_the_eager_video(tmp_path, one_thread):
     """`fsbench run --compile` (inductor's CPU backend, the attention op inside the blocks' graphs) on a
-    two-format schedule writes the eager run's video: identical mp4 bytes, or decoded frames within one level
-    where inductor's fused elementwise code rounds a float differently from eager torch."""
+    two-format schedule shaped like the hybrid one (mxfp6 then mxfp4) compiles one graph per format and writes
+    the eager run's video: identical mp4 bytes, or decoded frames within one level where inductor's fused
+    elementwise code rounds a float differently from eager torch."""
+    from torch._dynamo.utils import counters
+
     from fsbench.eval.video_io import read_frames
 
     videos = []
+    torch._dynamo.reset()
+    counters.clear()
     for name, extra in (("eager", []), ("compiled", ["--compile"])):
         run = tmp_path / name
         result = CliRunner().invoke(main, ["run", "--count", "1", "--time", "0", "--schedule", "mxfp6:0;mxfp4:*",
@@ -163,6 +168,8 @@ def test_run_compile_with_inductor_makes_the_eager_video(tmp_path, one_thread):
         assert result.exit_code == 0, result.output
         videos.append(sorted((run / "videos").iterdir())[0])
     assert load_manifest(tmp_path / "compiled")["results"]["SingleStream"]["performance"]["speed"]["compile"]
+    assert counters["stats"]["unique_graphs"] == 2 and counters["graph_break"] == {}
+    torch._dynamo.reset()
     eager, compiled = (read_frames(v)[0].astype(int) for v in videos)
     assert videos[0].read_bytes() == videos[1].read_bytes() or np.abs(eager - compiled).max() <= 1
 
