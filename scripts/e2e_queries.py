@@ -40,12 +40,13 @@ CONFIGS = {"optimized": {"gemm": "fp8", "compile": True, "vae": "bf16"},
 ROW_KEYS = ("schedule", "gemm", "compile", "vae", "steps", "query_s", "joules", "commit")
 
 
-def run_command(model: str, schedule: str, config: str, run: Path, extra: tuple[str, ...]) -> list[str]:
+def run_command(model: str, schedule: str, config: str, run: Path, extra: tuple[str, ...],
+                warm_up: bool = True) -> list[str]:
     """The `fsbench run` command line of one query."""
     c = CONFIGS[config]
     return [sys.executable, "-m", "fsbench", "run", "--model", model, "--scenario", "SingleStream", "--count", "1",
-            "--time", "0", "--profile", "--warm-up", "--schedule", schedule, "--gemm", c["gemm"], "--vae", c["vae"],
-            *(["--compile"] if c["compile"] else []), "--out", str(run), *extra]
+            "--time", "0", "--profile", *(["--warm-up"] if warm_up else []), "--schedule", schedule,
+            "--gemm", c["gemm"], "--vae", c["vae"], *(["--compile"] if c["compile"] else []), "--out", str(run), *extra]
 
 
 def query_row(run: Path, config: str, command: list[str]) -> dict[str, Any]:
@@ -54,14 +55,16 @@ def query_row(run: Path, config: str, command: list[str]) -> dict[str, Any]:
     single = opened.performance("SingleStream")
     if single.latency_p90_s is None:
         raise FsbenchError(f"{run} has no SingleStream latency: the query did not finish")
-    speed = opened.manifest["results"]["SingleStream"]["performance"].get("speed") or {}
+    performance = opened.manifest["results"]["SingleStream"]["performance"]
+    speed = performance.get("speed") or {}
     row = {"schedule": opened.schedule, "gemm": speed.get("gemm", CONFIGS[config]["gemm"]),
            "compile": bool(speed.get("compile", CONFIGS[config]["compile"])),
            "vae": speed.get("vae", CONFIGS[config]["vae"]), "steps": opened.settings.get("steps"),
            "query_s": single.latency_p90_s, "joules": single.joules_per_video,
            "commit": opened.manifest.get("git_commit")}
-    return {**row, "energy_note": single.energy_note, "config": config, "model": opened.manifest.get("model"),
-            "run": os.path.relpath(run.resolve(), REPO), "command": shlex.join(["fsbench", *command[3:]])}
+    return {**row, "energy_note": single.energy_note, "warm_up": "warm_up" in performance, "config": config,
+            "model": opened.manifest.get("model"), "run": os.path.relpath(run.resolve(), REPO),
+            "command": shlex.join(["fsbench", *command[3:]])}
 
 
 def append_row(table: Path, row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -85,8 +88,12 @@ def append_row(table: Path, row: dict[str, Any]) -> list[dict[str, Any]]:
               show_default=True, help="Folder of the run folders (one per configuration and schedule).")
 @click.option("--table", type=click.Path(path_type=Path), default=REPO / "results/h200/e2e_queries.json",
               show_default=True, help="The JSON list a row is appended to.")
+@click.option("--warm-up/--no-warm-up", "warm_up", default=True, show_default=True,
+              help="One untimed step per format before the query (keeps compilation out of it); leave it out only "
+                   "where the query and the warm-up do not fit one command together (the row says so).")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
-def main(schedule: str, config: str, model: str, runs_root: Path, table: Path, extra: tuple[str, ...]) -> None:
+def main(schedule: str, config: str, model: str, runs_root: Path, table: Path, warm_up: bool,
+         extra: tuple[str, ...]) -> None:
     """Run one real SingleStream query of SCHEDULE in CONFIG and append its row to TABLE; EXTRA arguments go
     to `fsbench run` (e.g. --height 32 --width 32 --frames 5 --steps 2 with --model tiny)."""
     try:
@@ -95,7 +102,7 @@ def main(schedule: str, config: str, model: str, runs_root: Path, table: Path, e
         run = runs_root / f"{config}-{schedule}"
         if run.exists():
             raise FsbenchError(f"{run} exists: a query's run folder holds one query; move it away or pass --runs")
-        command = run_command(model, schedule, config, run, extra)
+        command = run_command(model, schedule, config, run, extra, warm_up)
         click.echo(shlex.join(command), err=True)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         done = subprocess.run(command, cwd=REPO, env=env, check=False)

@@ -44,6 +44,7 @@ def test_two_queries_make_two_rows_and_compare_builds_latency_speedup_and_energy
         ("bf16", "fp8", True, "bf16", 2), ("mxfp8", "fp8", True, "bf16", 2)]
     assert all(r["query_s"] > 0 and r["joules"] is None and r["commit"] for r in rows)
     assert rows[0]["energy_note"] == "energy not measured: no GPU energy on a cpu device"
+    assert all(r["warm_up"] for r in rows)
     out = tmp_path / "cmp"
     runs = [str(tmp_path / "runs" / f"optimized-{s}") for s in ("bf16", "mxfp8")]
     compared = CliRunner().invoke(fsbench_main, ["compare", *runs, "--out", str(out)])
