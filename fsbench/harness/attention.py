@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.kernels import op
 from fsbench.harness.results import atomic_write, atomic_write_text
 from fsbench.harness.schedule import ResolvedSchedule
+from fsbench.kernels import op
 
 Core = Callable[..., torch.Tensor]
 CFG_PASSES = ("cond", "uncond")
