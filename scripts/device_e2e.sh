@@ -11,7 +11,7 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 -d wheelhouse diffusers==0.42.1 mlcommons-loadgen==6.0.17 importlib-metadata \
 #     zipp requests urllib3 idna certifi charset-normalizer pillow imageio imageio-ffmpeg==0.6.0 click \
-#     "huggingface-hub>=1.32,<2" nvidia-cudnn-frontend==1.16.0
+#     "huggingface-hub>=1.32,<2" nvidia-cudnn-frontend==1.16.0 nvidia-ml-py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/h200/device-e2e}

@@ -12,6 +12,8 @@ for pair in diffusers:diffusers mlperf_loadgen:mlcommons_loadgen importlib_metad
             PIL:pillow imageio:imageio imageio_ffmpeg:imageio_ffmpeg click:click cudnn:nvidia_cudnn_frontend; do
   python3 -c "import ${pair%%:*}" 2>/dev/null || missing+=(wheelhouse/"${pair#*:}"-*.whl)
 done
+# NVML's energy counter (joules per video); optional: without its wheel the profile integrates nvidia-smi's power
+python3 -c "import pynvml" 2>/dev/null || for w in wheelhouse/nvidia_ml_py-*.whl; do if [[ -e $w ]]; then missing+=("$w"); fi; done
 # diffusers needs huggingface_hub >= 1.32
 python3 -c "import huggingface_hub as h, sys; sys.exit(tuple(map(int, h.__version__.split('.')[:2])) < (1, 32))" \
   2>/dev/null || missing+=(wheelhouse/huggingface_hub-*.whl)

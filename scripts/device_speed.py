@@ -56,6 +56,7 @@ from fsbench.harness.profile import Clock, Profiler
 from fsbench.harness.schedule import load as load_schedule
 
 SCHEDULES = ("bf16", "mxfp8", "mxfp6", "mxfp4", "hybrid")
+ASSEMBLED_STEPS = 20  # the preset's denoising steps, the count `assemble` sums
 JSON_NAME = "device_speed.json"
 PROMPT = "a motorcycle rider speeding along a coastal highway at sunset"  # the paper times a motorcycle prompt
 
@@ -490,11 +491,15 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Folder for speed.md and speed.json.")
-def assemble(inputs: tuple[Path, ...], out: Path) -> None:
+@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Real queries (scripts/e2e_queries.py's JSON list): print the assembly's error against them.")
+def assemble(inputs: tuple[Path, ...], out: Path, queries: Path | None) -> None:
     """Sum measured parts (device_speed.json files or their folders) into the Table 6 latency columns: one
     table per compile setting, the forwards of all its measurements merged (GEMM kinds measured in separate
     commands); a part a measurement lacks (a `--parts forwards` run) is taken from the first input that has
-    it, and named."""
+    it, and named. With --queries, each row where a real 20-step query of the same GEMMs, compile setting and
+    schedule exists gets the query's latency and the assembly's error against it (the real query is the
+    figure; the assembly only a cross-check)."""
     loaded = [(str(p), json.loads((p / JSON_NAME if p.is_dir() else p).read_text())) for p in inputs]
     tables = []
     for compiled in dict.fromkeys(bool(d.get("compile")) for _, d in loaded):
@@ -514,6 +519,8 @@ def assemble(inputs: tuple[Path, ...], out: Path) -> None:
         table = assemble_one(data, " + ".join(s for s, _ in members))
         table["commands"] = [d.get("command") for _, d in members]
         table["borrowed_parts"] = borrowed
+        if queries is not None:
+            check_against_queries(table, json.loads(queries.read_text()))
         tables.append(table)
     results.atomic_write_text(out / "speed.json", json.dumps(tables, indent=2) + "\n")
     results.atomic_write_text(out / "speed.md", "\n\n".join(format_assembled(t) for t in tables) + "\n")
@@ -537,7 +544,7 @@ def assemble_one(data: dict[str, Any], source: str) -> dict[str, Any]:
         vae_name = vae_choice["bf16"] if gemm == "bf16" else vae_choice["fp8"]
         vae_s = vae.get(vae_name, {}).get("decode_s")
         for name in SCHEDULES:
-            steps = load_schedule(name).resolve(20, 40).by_step()
+            steps = load_schedule(name).resolve(ASSEMBLED_STEPS, 40).by_step()
             if any(fmt not in forwards for fmt in steps):
                 continue
             row: dict[str, Any] = {"gemm": gemm, "schedule": name, "vae": vae_name}
@@ -564,6 +571,20 @@ def assemble_one(data: dict[str, Any], source: str) -> dict[str, Any]:
             "skipped": data.get("skipped", [])}
 
 
+def check_against_queries(table: dict[str, Any], queries: list[dict[str, Any]]) -> None:
+    """Add `real_query_s` and `assembly_error_{max,median}` (assembled / real - 1) to every row of `table` with a
+    matching real query (the latest of them); the unmatched rows stay as they are."""
+    for row in table["rows"]:
+        same = [q for q in queries if q.get("steps") == ASSEMBLED_STEPS and q.get("schedule") == row["schedule"]
+                and q.get("gemm") == row["gemm"] and bool(q.get("compile")) == bool(table["compile"])]
+        if not same or not same[-1].get("query_s"):
+            continue
+        real = same[-1]
+        row["real_query_s"], row["real_query_commit"] = real["query_s"], real.get("commit")
+        for stat in ("max", "median"):
+            row[f"assembly_error_{stat}"] = row[f"total_{stat}_s"] / real["query_s"] - 1
+
+
 def format_assembled(table: dict[str, Any]) -> str:
     device = (table.get("device") or {}).get("name")
     head = (f"## {table['source']} (compile: {table['compile']}, {table['date']}, commit {table.get('git_commit')}, "
@@ -583,6 +604,13 @@ def format_assembled(table: dict[str, Any]) -> str:
                      f"{x(r['speedup_median'])} | {r['self_attention_share_of_denoise']:.1%} |")
     if table["skipped"]:
         lines.append("\nskipped: " + "; ".join(table["skipped"]))
+    checked = [r for r in table["rows"] if "real_query_s" in r]
+    if checked:
+        lines += ["", "Assembly against real 20-step queries (scripts/e2e_queries.py; error = assembled / real - 1):",
+                  "", "| GEMMs | schedule | real query s | commit | error (slowest) | error (median) |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['gemm']} | {r['schedule']} | {r['real_query_s']:.1f} | {r['real_query_commit']} | "
+                  f"{r['assembly_error_max']:+.1%} | {r['assembly_error_median']:+.1%} |" for r in checked]
     return "\n".join(lines)
 
 

@@ -86,16 +86,24 @@ def test_check_refuses_an_unknown_engine():
 
 
 def test_bench_markdown_adds_the_clock_columns_only_when_a_row_was_held():
-    from fsbench.kernels.tools.bench import format_markdown
+    from fsbench.kernels.tools.bench import format_markdown, tflop_per_joule
 
     row = {"row": "gluon-fused-mxfp8", "shape": [1, 40, 75600, 128], "median_ms": 130.0, "tflops": 900.0,
            "rel_err_pct": 5.7, "cosine": 0.998, "x_cudnn": 1.56, "x_conventional": 1.06}
     plain = format_markdown([row]).splitlines()
-    held = format_markdown([dict(row, back_to_back={"tflops": 880.0, "clock_mhz": 1740.0, "power_w": 689.6}),
-                            dict(row, row="sdpa-cudnn-bf16")]).splitlines()
-    assert "MHz" not in plain[0] and "MHz" in held[0]
+    back_to_back = {"tflops": 880.0, "clock_mhz": 1740.0, "power_w": 689.6,
+                    "tflop_per_j": tflop_per_joule(880.0, 689.6)}
+    held = format_markdown([dict(row, back_to_back=back_to_back), dict(row, row="sdpa-cudnn-bf16")]).splitlines()
+    assert "MHz" not in plain[0] and "MHz" in held[0] and "TFLOP/J" in held[0]
     assert all(line.count("|") == held[0].count("|") for line in held)  # header, separator and rows line up
-    assert held[2].endswith("| 880.0 | 1740 | 690 |") and held[3].endswith("|  |  |  |")
+    assert held[2].endswith("| 880.0 | 1740 | 690 | 1.276 |") and held[3].endswith("|  |  |  |  |")
+
+
+def test_tflop_per_joule_is_throughput_over_watts_and_none_without_power():
+    from fsbench.kernels.tools.bench import tflop_per_joule
+
+    assert tflop_per_joule(700.0, 700.0) == 1.0 and tflop_per_joule(900.0, 600.0) == 1.5
+    assert tflop_per_joule(900.0, None) is None and tflop_per_joule(900.0, 0.0) is None
 
 
 def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
@@ -125,5 +133,5 @@ def test_the_skeleton_row_prints_its_speed_and_clock_with_blank_error_columns():
            "back_to_back": {"tflops": 1095.0, "clock_mhz": 1620.0, "power_w": 690.0}}
     md = format_markdown([row]).splitlines()[-1]
     assert md.startswith("| (1, 40, 75600, 128) | skeleton-fp8 | 110.00 | 1070.0 | 1.80 |  |  |  |")
-    assert md.endswith("| 1095.0 | 1620 | 690 |")
+    assert md.endswith("| 1095.0 | 1620 | 690 |  |")  # no TFLOP/J without it in the hold
     assert "skeleton-fp8" in format_table([row]) and "None" not in format_table([row])

@@ -41,7 +41,7 @@ def test_bench_rows_offer_the_cudnn_row_only_where_it_can_run(monkeypatch):
 
     monkeypatch.setattr(cudnn_fp8, "available", lambda: False)
     selected, left_out = bench.select_rows(None)
-    assert [r.name for r in left_out] == ["cudnn-fp8"] and "cudnn-fp8" not in {r.name for r in selected}
+    assert "cudnn-fp8" in {r.name for r in left_out} and "cudnn-fp8" not in {r.name for r in selected}
     monkeypatch.setattr(cudnn_fp8, "available", lambda: True)
     selected, left_out = bench.select_rows(None)
-    assert left_out == [] and "cudnn-fp8" in {r.name for r in selected}
+    assert "cudnn-fp8" not in {r.name for r in left_out} and "cudnn-fp8" in {r.name for r in selected}

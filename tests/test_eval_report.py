@@ -17,10 +17,16 @@ from fsbench.harness.cli import main
 
 PROMPTS = ("a cat grooming itself meticulously with its tongue", "a motorcycle cruising along a coastal highway")
 LATENCY = {"bf16": 2.0, "mxfp8": 1.3, "hybrid": 1.1}
+# the profile summaries' energy: measured on the GPU (bf16, mxfp8); the hybrid run was not profiled
+ENERGY = {"bf16": {"source": "nvml energy counter", "reason": None, "joules_per_video": 1400.0},
+          "mxfp8": {"source": "nvml energy counter", "reason": None, "joules_per_video": 910.4}}
 
 
 def _perf(schedule: str, offline: bool = True) -> dict:
-    results = {"SingleStream": {"performance": {"latency_p90_ns": LATENCY[schedule] * 1e9, "valid": True}}}
+    single = {"latency_p90_ns": LATENCY[schedule] * 1e9, "valid": True}
+    if schedule in ENERGY:
+        single["profile"] = {"videos": 1, "energy": ENERGY[schedule]}
+    results = {"SingleStream": {"performance": single}}
     if offline:
         results["Offline"] = {"performance": {"samples_per_second": 0.5 / LATENCY[schedule], "valid": True}}
     return results
@@ -76,14 +82,16 @@ def test_compare_table_has_paper_columns_reference_row_speedups_and_footnotes(th
     lines = (out / "compare.md").read_text().splitlines()
     header = next(line for line in lines if line.startswith("| Schedule"))
     for column in ("Subject consistency", "Scene", "VBench overall", "PSNR (dB)", "SSIM", "LPIPS",
-                   "SingleStream p90 latency (s)", "Speedup vs BF16", "Offline (samples/s)"):
+                   "SingleStream p90 latency (s)", "Speedup vs BF16", "Energy per video (J)", "Offline (samples/s)"):
         assert column in header
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines
             if line.startswith("| ") and not line.startswith("| Schedule")}
     assert rows["BF16"][7:10] == ["reference"] * 3
     assert rows["MXFP8"][7] == f"{10 * math.log10(255**2 / 100):.2f}"
     assert rows["MXFP8"][11] == f"{2.0 / 1.3:.2f}×" and rows["hybrid"][11] == f"{2.0 / 1.1:.2f}×"
-    offline_note = rows["hybrid"][12]
+    assert rows["BF16"][12] == "1400" and rows["MXFP8"][12] == "910"
+    assert f"{rows['hybrid'][12]} energy is measured with --profile; this run has no profile" in lines
+    offline_note = rows["hybrid"][13]
     assert offline_note.startswith("[")
     assert f"{offline_note} no Offline performance result in the run" in lines
     with open(out / "compare.csv") as f:

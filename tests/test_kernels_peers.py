@@ -48,11 +48,6 @@ def test_sweep_refuses_shapes_of_its_own():
     assert result.exit_code == 2 and "--sweep runs its own grid" in result.output
 
 
-def test_tflop_per_joule_is_the_held_tflops_over_the_held_watts():
-    assert sweep.tflop_per_joule({"tflops": 875.0, "power_w": 700.0, "clock_mhz": 1755}) == pytest.approx(1.25)
-    assert sweep.tflop_per_joule({"tflops": 875.0}) is None and sweep.tflop_per_joule(None) is None
-
-
 def _sweep_doc(held: bool) -> dict:
     rows = []
     for name, base in (("gluon-fused-mxfp8", 880.0), ("cudnn-fp8", 820.0)):

@@ -95,3 +95,26 @@ def test_assemble_merges_gemm_kinds_per_compile_setting_and_borrows_missing_part
     assert {r["gemm"] for r in merged["rows"]} == {"bf16", "fp8"} and merged["missing_parts"] == []
     assert set(merged["borrowed_parts"]) == {"text_encode", "vae", "encode", "loadgen"}
     assert merged["rows"][0]["total_median_s"] == pytest.approx(plain["rows"][0]["total_median_s"])
+
+
+def test_assemble_prints_its_error_against_real_twenty_step_queries(script, tmp_path):
+    forward = {"median_forward_s": 10.0, "max_forward_s": 11.0, "median_self_attention_s": 5.0}
+    parts = {"command": "compiled fp8", "compile": True, "forwards": {"fp8": {"bf16": forward}},
+             "text_encode": {"positive_only_s": 0.1}, "vae": {"bf16": {"decode_s": 4.0}},
+             "encode": {"postprocess_s": 0.5, "video_encode_s": 2.0}, "loadgen": {"overhead_s": 0.0},
+             "step_overhead_s": 0.0}
+    (tmp_path / "parts.json").write_text(json.dumps(parts))
+    row = {"schedule": "bf16", "gemm": "fp8", "compile": True, "vae": "bf16", "joules": None, "commit": "abc1234"}
+    queries = [dict(row, steps=2, query_s=50.0), dict(row, steps=20, query_s=400.0),
+               dict(row, steps=20, query_s=380.0, compile=False)]
+    (tmp_path / "queries.json").write_text(json.dumps(queries))
+    result = CliRunner().invoke(script.main, ["assemble", str(tmp_path / "parts.json"), "--out", str(tmp_path / "t"),
+                                              "--queries", str(tmp_path / "queries.json")])
+    assert result.exit_code == 0, result.output
+    (table,) = json.loads((tmp_path / "t" / "speed.json").read_text())
+    (assembled,) = table["rows"]
+    total = 0.1 + 4.0 + 0.5 + 2.0 + 20 * 2 * 10.0  # text + VAE + postprocess + mp4 + 20 steps of two forwards
+    assert assembled["total_median_s"] == pytest.approx(total) and assembled["real_query_s"] == 400.0
+    assert assembled["assembly_error_median"] == pytest.approx(total / 400.0 - 1)
+    assert f"| fp8 | bf16 | 400.0 | abc1234 | {(20 * 2 * 11.0 + 6.6) / 400 - 1:+.1%} | {total / 400 - 1:+.1%} |" \
+        in result.output

@@ -35,6 +35,7 @@ COLUMNS = [(d, DIMENSION_HEADERS[d] + " ↑", "{:.2f}") for d in DIMENSIONS] + [
     ("lpips", "LPIPS ↓", "{:.3f}"),
     ("latency_s", "SingleStream p90 latency (s) ↓", "{:.3f}"),
     ("speedup", "Speedup vs BF16 ↑", "{:.2f}×"),
+    ("joules", "Energy per video (J) ↓", "{:.0f}"),
     ("offline_sps", "Offline (samples/s) ↑", "{:.4g}"),
 ]
 FIDELITY = ("psnr", "ssim", "lpips")
@@ -121,6 +122,9 @@ def _performance_cells(row: Row) -> None:
     offline = row.run.performance("Offline")
     row.values["latency_s"] = single.latency_p90_s
     row.values["offline_sps"] = offline.samples_per_second
+    row.values["joules"] = single.joules_per_video
+    if single.joules_per_video is None:
+        row.notes["joules"] = single.energy_note or "no SingleStream performance result in the run"
     if single.latency_p90_s is None:
         row.notes["latency_s"] = "no SingleStream performance result in the run"
     elif single.valid is False:
@@ -191,7 +195,8 @@ def caption(rows: list[Row]) -> str:
     return (f"VBench per dimension and overall on the 0-100 scale (overall = mean of the six; MLPerf pass mark "
             f"{PASS_MARK}). PSNR, SSIM and LPIPS compare every 4th frame with the same frame of the {base} video of "
             "the same prompt, mean over prompts. Latency: LoadGen SingleStream 90th percentile; speedup = "
-            f"{base} latency / latency. Empty cells: see the numbered notes below the table.")
+            f"{base} latency / latency. Energy: the GPU's joules per video (NVML's counter, else nvidia-smi power "
+            "integrated), mean over the profiled videos. Empty cells: see the numbered notes below the table.")
 
 
 def write_tables(rows: list[Row], out: Path) -> dict[str, Path]:

@@ -17,6 +17,8 @@ class Performance:
     latency_p90_s: float | None = None
     samples_per_second: float | None = None
     valid: bool | None = None
+    joules_per_video: float | None = None
+    energy_note: str | None = None  # why there is no energy figure
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,19 @@ def _from_manifest(manifest: dict, scenario: str) -> Performance | None:
         valid = valid.upper() == "VALID"
     if p50 is None and p90 is None and sps is None:
         return None
-    return Performance(_ns_to_s(p50), _ns_to_s(p90), sps, valid)
+    return Performance(_ns_to_s(p50), _ns_to_s(p90), sps, valid, *_energy(entry))
+
+
+def _energy(entry: dict) -> tuple[float | None, str | None]:
+    """Joules per video from the run's profile summary (`--profile`), or why there are none."""
+    profile = entry.get("profile")
+    if not isinstance(profile, dict):
+        return None, "energy is measured with --profile; this run has no profile"
+    energy = profile.get("energy") or {}
+    joules = _first(energy, "joules_per_video")
+    if joules is None:
+        return None, f"energy not measured: {energy.get('reason') or 'the profile predates energy'}"
+    return joules, None
 
 
 def _from_loadgen_logs(path: Path, scenario: str) -> Performance | None:

@@ -5,6 +5,13 @@ The step comes from the pipeline's public `callback_on_step_end` (pass `router.o
 from counting expert forwards within a step (the pipeline runs cond, then uncond, as two batch-1 calls).
 With a `Capture`, every call's `AttentionStats` is recorded and q, k, v of the calls with the highest
 rollback rates are kept for offline kernel studies.
+
+Every routed call goes through the custom op `torch.ops.fsbench.attention` (`kernels.op`), so compiled blocks
+(`--compile`) hold the call inside their graphs. The format reaches the op as a string argument read from the
+processor, which the router sets at every step: a compiled block gets one graph per format of the schedule. The
+op's body runs eagerly even inside a graph and calls the router back (`_op_call`), which knows the step, the
+expert, the CFG pass and, counting calls within the expert's forward, the layer: timers (`core`, `--profile`)
+and statistics (`Capture`) see every call with or without compilation.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from fsbench import kernels
 from fsbench.kernels.registry import AUTO
 from fsbench.harness.results import atomic_write, atomic_write_text
 from fsbench.harness.schedule import ResolvedSchedule
+from fsbench.kernels import op
 
 Core = Callable[..., torch.Tensor]
 CFG_PASSES = ("cond", "uncond")
@@ -101,7 +109,10 @@ class SelfAttentionRouter:
         self.step = 0
         self.expert = ""
         self.cfg_pass = -1
+        self._calls = 0  # op calls since the last expert forward began: the layer of the next call
         self._installed: list[tuple[Any, Any]] = []
+        self._processors: list[_RoutedSelfAttention] = []
+        self._previous_core: op.Core | None = None
 
     def install(self, pipe: Any) -> None:
         for expert, model in (("high", pipe.transformer), ("low", getattr(pipe, "transformer_2", None))):
@@ -112,7 +123,11 @@ class SelfAttentionRouter:
                                  f"{expert}-noise expert has {len(model.blocks)}")
             self._installed.append((model, model.register_forward_pre_hook(self._forward_hook(expert))))
             for layer, block in enumerate(model.blocks):
-                block.attn1.set_processor(_RoutedSelfAttention(self, layer))
+                processor = _RoutedSelfAttention(self, layer)
+                self._processors.append(processor)
+                block.attn1.set_processor(processor)
+        self._previous_core = op.set_core(self._op_call)
+        self._set_step(self.step)
 
     def uninstall(self) -> None:
         """Give attn1 back diffusers' own processor and drop the step hooks (the pipeline can be reused)."""
@@ -123,20 +138,43 @@ class SelfAttentionRouter:
             for block in model.blocks:
                 block.attn1.set_processor(WanAttnProcessor())
         self._installed.clear()
+        self._processors.clear()
+        op.set_core(self._previous_core)
 
     def begin_video(self, video: int) -> None:
-        self.video, self.step, self.cfg_pass, self.expert = video, 0, -1, ""
+        self.video, self.cfg_pass, self.expert = video, -1, ""
+        self._set_step(0)
 
     def on_step_end(self, pipe: Any, step: int, timestep: Any, callback_kwargs: dict) -> dict:
         """`callback_on_step_end` for the pipeline: the next forward belongs to step `step + 1`."""
-        self.step, self.cfg_pass = step + 1, -1
+        self.cfg_pass = -1
+        self._set_step(step + 1)
         return {}
+
+    def _set_step(self, step: int) -> None:
+        """Hand every processor the format and kernel of its layer at `step` (the op's string arguments)."""
+        self.step = step
+        if step >= len(self.schedule.table):
+            return
+        for processor in self._processors:
+            processor.fmt = self.schedule.fmt(step, processor.layer)
+            processor.impl = "auto" if processor.fmt == "bf16" else self.impl
 
     def _forward_hook(self, expert: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any) -> None:
             self.expert = expert
             self.cfg_pass += 1
+            self._calls = 0
         return hook
+
+    def _op_call(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl: str) -> torch.Tensor:
+        """The op's body while installed: blocks run in order, so the n-th call of a forward is layer n."""
+        layer = self._calls % len(self.schedule.table[0])
+        self._calls += 1
+        if fmt != self.schedule.fmt(self.step, layer):
+            raise RuntimeError(f"attention call {layer} of step {self.step} got {fmt}, the schedule says "
+                               f"{self.schedule.fmt(self.step, layer)}: the blocks ran out of order")
+        return self.attend(layer, q, k, v)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         fmt = self.schedule.fmt(self.step, layer)
@@ -161,6 +199,8 @@ class _RoutedSelfAttention:
 
     def __init__(self, router: SelfAttentionRouter, layer: int):
         self.router, self.layer = router, layer
+        self.fmt, self.impl = "bf16", "auto"  # set by the router at every step
+        self.op = op.attention_op()
 
     def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None,
@@ -172,15 +212,8 @@ class _RoutedSelfAttention:
         v = attn.to_v(hidden_states).unflatten(2, (attn.heads, -1))
         if rotary_emb is not None:
             q, k = _rope(q, *rotary_emb), _rope(k, *rotary_emb)
-        out = self._attend(q, k, v).flatten(2, 3).type_as(q)
+        out = self.op(q, k, v, self.fmt, self.impl).flatten(2, 3)
         return attn.to_out[1](attn.to_out[0](out))
-
-    # Outside torch.compile graphs (--compile): the layer and the step are Python state, so inside a graph
-    # dynamo would recompile once per layer and per step; the Triton kernels are opaque to it anyway.
-    # Contiguous (the copy `flatten` would make anyway): every kernel then hands the graph the same strides.
-    @torch.compiler.disable
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        return self.router.attend(self.layer, q, k, v).contiguous()
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

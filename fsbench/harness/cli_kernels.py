@@ -190,11 +190,11 @@ def _holder(seconds: float):
     if not seconds:
         return None
     from fsbench.harness import gpu_clock
-    from fsbench.kernels.tools.sweep import tflop_per_joule
+    from fsbench.kernels.tools.bench import tflop_per_joule
 
     def hold(fn, args, flops):
         held = gpu_clock.back_to_back(fn, args, seconds, flops)
-        return {**held, "tflop_per_j": tflop_per_joule(held)}
+        return {**held, "tflop_per_j": tflop_per_joule(held.get("tflops"), held.get("power_w"))}
     return hold
 
 

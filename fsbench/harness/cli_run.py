@@ -46,7 +46,7 @@ _generation = _options_decorator([
                  "at head dim 128, else Triton there, the emulator elsewhere)."),
     click.option("--system", help="System name in the log layout [default: <device>-<model>]."),
     click.option("--compile", "compile_blocks", is_flag=True,
-                 help="torch.compile the repeated transformer blocks (the self-attention core stays outside)."),
+                 help="torch.compile the repeated transformer blocks, self-attention inside the graphs."),
     click.option("--gemm", type=click.Choice(speed.GEMMS), default="bf16", show_default=True,
                  help="Linear layers of the transformer blocks: BF16, or FP8 e4m3 with row scales (_scaled_mm)."),
     click.option("--vae", "vae_dtype", type=click.Choice(list(speed.VAE_DTYPES)), default="fp32", show_default=True,
@@ -94,6 +94,9 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
                    "RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/.")
 @click.option("--profile", is_flag=True,
               help="Time every phase of every video (CUDA events): RUN/profile.json and RUN/profile.md.")
+@click.option("--warm-up", "warm_up", is_flag=True,
+              help="Before LoadGen starts, one untimed denoising step per attention format of the schedule (with "
+                   "--compile, the graphs are built there, not in a timed query). One process only.")
 @click.option("--gpus", type=int,
               help="Processes, one per GPU (per CPU share with --device cpu); Offline runs a pipeline replica on "
                    "each, SingleStream splits every query over all of them [default: 1, or torchrun's WORLD_SIZE].")
@@ -106,7 +109,7 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
 @_generation
 @_loadgen
 def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, capture_qkv: int, profile: bool,
-        audit: str | None, **kw: Any) -> None:
+        warm_up: bool, audit: str | None, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
     spec = _prepare(schedule, kw)
     opts = loadgen_driver.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
@@ -118,6 +121,8 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
                                              f"{options.slug}")
     system = kw["system"] or runner.default_system(spec.model_tag, device)
     loadgen_driver.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
+    if warm_up and layout.processes > 1:
+        raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
     if layout.processes > 1:
         summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
                                                      profile))
@@ -130,7 +135,8 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     record = speed.apply(pipe, options)
     with speed.cudnn_first():
         summary = runner.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
-                                      capture_qkv=capture_qkv if capture else None, profile=profile, speed=record)
+                                      capture_qkv=capture_qkv if capture else None, profile=profile, speed=record,
+                                      warm_up=warm_up)
     click.echo(runner.describe(summary))
     click.echo(f"results: {run_dir}")
 

@@ -5,8 +5,15 @@ host) and video encoding; written as RUN/profile.json and a table in RUN/profile
 Device work is timed with CUDA events recorded around each region (no host sync inside a video; the events
 are read once the video is done), so the numbers are GPU time, not host time around asynchronous launches.
 On a CPU the same code path uses perf_counter, which is exact there because CPU ops are synchronous.
-With compiled blocks (`--compile`) module hooks would break the graphs, so only the self-attention core
-(which runs outside the graphs) is split out; GEMMs and cross-attention then count as `rest`.
+With compiled blocks (`--compile`) module hooks would break the graphs, so only the self-attention core is
+split out (the op `fsbench::attention` runs its body eagerly inside the graphs, where the router's core times
+it); GEMMs and cross-attention then count as `rest`.
+
+Energy (`harness.energy`): the GPU's joules over each video and over its denoising loop are measured (NVML's
+energy counter, else nvidia-smi's power integrated over time), with one device sync at each of the four marks.
+A step's joules are the loop's joules split in proportion to the steps' device time, and a step's
+self-attention joules are its share of them: at the 700 W cap the power is nearly constant, so time stands for
+energy within the loop. On a CPU the energy fields are None and `energy.reason` says why.
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ from torch import nn
 from fsbench import kernels
 from fsbench.kernels.registry import AUTO, SDPA
 from fsbench.errors import FsbenchError
+from fsbench.harness.energy import Meter
 from fsbench.harness.results import atomic_write_text
 
 PARTS = ("self_attention", "cross_attention", "gemm")
@@ -60,6 +68,7 @@ class Profiler:
 
     def __init__(self, device: torch.device):
         self.clock = Clock(device)
+        self.energy = Meter(device)
         self.videos: list[dict[str, Any]] = []
         self.fine = True
         self._undo: list[Any] = []
@@ -71,6 +80,8 @@ class Profiler:
         self._regions: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
         self._step_marks: list[tuple[int, str, Any]] = []
         self._open: dict[int, Any] = {}
+        self._window: Any = None
+        self._denoise_marks: list[Any] = []
 
     # ---- installation -------------------------------------------------------------------------------------
     def install(self, pipe: Any, router: Any) -> None:
@@ -111,6 +122,8 @@ class Profiler:
             mark = self.clock.mark()
             step = self._router.step
             if not self._step_marks or self._step_marks[-1][0] != step:
+                if not self._step_marks and self._window is not None:
+                    self._denoise_marks.append(self._window.mark())
                 self._step_marks.append((step, self._router.expert, mark))
             self._open[id(mod)] = mark
 
@@ -158,6 +171,8 @@ class Profiler:
     def end_denoising(self, mark: Any = None) -> None:
         """Close the last denoising step (the VAE decode does it; callers timing bare forwards call it)."""
         self._step_marks.append((-1, "", mark if mark is not None else self.clock.mark()))
+        if self._window is not None and len(self._denoise_marks) == 1:
+            self._denoise_marks.append(self._window.mark())
 
     # ---- timed cores ----------------------------------------------------------------------------------------
     def _self_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str) -> torch.Tensor:
@@ -185,9 +200,17 @@ class Profiler:
         """Around one generated video: resets the spans, then resolves them into `self.videos`."""
         self._reset()
         wall = time.perf_counter()
-        yield
+        with self.energy.window() as window:
+            self._window = window
+            start = window.mark()
+            yield
+            end = window.mark()
         record = self._resolve(index)
         record["wall_s"] = time.perf_counter() - wall
+        record["joules"] = window.joules(start, end)
+        record["denoise_joules"] = window.joules(*self._denoise_marks) if len(self._denoise_marks) == 2 else None
+        split_joules(record)
+        self._window = None
         self.videos.append(record)
 
     def _total(self, spans: list[tuple[Any, Any]]) -> float:
@@ -204,6 +227,7 @@ class Profiler:
                                    "forwards_s": self._total(self._spans[(step, "forward")])}
             parts = PARTS if self.fine else PARTS[:1]
             row.update({f"{part}_s": self._total(self._spans[(step, part)]) for part in parts})
+            row["self_attention_calls"] = len(self._spans[(step, "self_attention")])
             row["rest_s"] = row["total_s"] - sum(row[f"{part}_s"] for part in parts)
             steps.append(row)
         record["steps"] = steps
@@ -229,6 +253,7 @@ class Profiler:
                   **{p: statistics.fmean(r[p] for r in rows) for p in parts},
                   "self_attention_share": statistics.fmean(r["self_attention_s"] / r["total_s"] for r in rows)}
             for fmt, rows in sorted(by_fmt.items())}
+        out["energy"] = energy_summary(self.videos, self.energy.describe())
         named = sum(out[p] for p in phases[:-1])
         out["unattributed_s"] = out["wall_s"] - named
         if loadgen and "latency_mean_ns" in loadgen:
@@ -269,7 +294,59 @@ def format_table(summary: dict[str, Any]) -> str:
     for fmt, row in summary["step_by_format"].items():
         cells = " | ".join(f"{row[f'{p}_s']:.4f}" for p in parts)
         lines.append(f"| {fmt} | {row['steps']} | {row['total_s']:.4f} | {cells} | {row['self_attention_share']:.1%} |")
-    return "\n".join(lines)
+    return "\n".join(lines + [""] + _energy_lines(summary["energy"]))
+
+
+def split_joules(record: dict[str, Any]) -> None:
+    """Each step's share of the denoising loop's joules by device time, and its self-attention's share of it."""
+    denoise, steps = record["denoise_joules"], record["steps"]
+    loop_s = sum(row["total_s"] for row in steps)
+    for row in steps:
+        row["joules"] = None if denoise is None or loop_s <= 0 else denoise * row["total_s"] / loop_s
+        row["self_attention_joules"] = (None if row["joules"] is None or row["total_s"] <= 0
+                                        else row["joules"] * row["self_attention_s"] / row["total_s"])
+
+
+def energy_summary(videos: list[dict[str, Any]], meter: dict[str, Any]) -> dict[str, Any]:
+    """Mean joules per video and per denoising loop (measured), per step and per self-attention call by format
+    (split by device time); every figure None where the meter had no source."""
+    out: dict[str, Any] = {**meter, "joules_per_video": None, "denoise_joules": None, "mean_power_w": None,
+                           "by_format": {},
+                           "split": "step and self-attention joules: the denoising loop's joules split by device time"}
+    measured = [v for v in videos if v.get("joules") is not None]
+    if not measured:
+        return out
+    out["joules_per_video"] = statistics.fmean(v["joules"] for v in measured)
+    out["mean_power_w"] = statistics.fmean(v["joules"] / v["wall_s"] for v in measured)
+    loops = [v["denoise_joules"] for v in measured if v.get("denoise_joules") is not None]
+    out["denoise_joules"] = statistics.fmean(loops) if loops else None
+    by_fmt: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for video in measured:
+        for row in video["steps"]:
+            if row.get("joules") is not None:
+                by_fmt[row["fmt"]].append(row)
+    out["by_format"] = {fmt: {
+        "joules_per_step": statistics.fmean(r["joules"] for r in rows),
+        "joules_per_self_attention_call": statistics.fmean(
+            r["self_attention_joules"] / r["self_attention_calls"] for r in rows if r["self_attention_calls"])
+        if any(r["self_attention_calls"] for r in rows) else None,
+    } for fmt, rows in sorted(by_fmt.items())}
+    return out
+
+
+def _energy_lines(energy: dict[str, Any]) -> list[str]:
+    """Markdown lines of the energy section: measured per video, split per step and per attention call."""
+    if energy.get("joules_per_video") is None:
+        return [f"Energy: not measured ({energy.get('reason') or 'no reading'})."]
+    loop = energy["denoise_joules"]
+    lines = [f"Energy ({energy['source']}): {energy['joules_per_video']:.1f} J per video "
+             f"(mean {energy['mean_power_w']:.0f} W over the video)"
+             + (f", {loop:.1f} J in the denoising loop." if loop is not None else "."),
+             "", "| format | J per step (split by device time) | J per self-attention call |", "|---|---|---|"]
+    for fmt, row in energy["by_format"].items():
+        call = row["joules_per_self_attention_call"]
+        lines.append(f"| {fmt} | {row['joules_per_step']:.2f} | {'' if call is None else f'{call:.3f}'} |")
+    return lines
 
 
 class _TimedCrossAttention:

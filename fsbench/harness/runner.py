@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,27 @@ class VideoGenerator:
             callback_on_step_end=self.router.on_step_end if self.router is not None else None,
         ).frames[0]
 
+    def warm_up(self) -> dict[str, Any]:
+        """One denoising step of prompt 0 per attention format of the schedule, before LoadGen starts (the
+        MLPerf SUT's untimed warm-up): compiled blocks (`--compile`) build their graph of every format here, not
+        inside a timed query. No statistics are captured and nothing is written; returns what ran."""
+        router, s = self.router, self.spec.settings
+        schedule, capture = router.schedule, router.capture
+        start = time.perf_counter()
+        router.capture = None
+        try:
+            for fmt in schedule.formats:
+                router.schedule = ResolvedSchedule(f"warm-up {fmt}", fmt, ((fmt,) * len(schedule.table[0]),))
+                router.begin_video(-1)
+                self.pipe(prompt=self.spec.prompts.texts[0], negative_prompt=s.negative_prompt, height=s.height,
+                          width=s.width, num_frames=s.num_frames, num_inference_steps=1,
+                          guidance_scale=s.guidance_scale, guidance_scale_2=s.guidance_scale_2,
+                          latents=self.latent.clone(), output_type="latent", callback_on_step_end=router.on_step_end)
+        finally:
+            router.schedule, router.capture = schedule, capture
+            router.begin_video(-1)
+        return {"formats": list(schedule.formats), "steps_per_format": 1, "seconds": time.perf_counter() - start}
+
     def __call__(self, index: int) -> str:
         relative = Path(rundir.VIDEOS) / rundir.video_name(self.spec.prompts.texts[index])
         path = self.run / relative
@@ -158,13 +180,15 @@ class VideoGenerator:
 
 def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen_driver.LoadgenOptions, *,
                  impl: str = "auto", capture_qkv: int | None = None, profile: bool = False,
-                 speed: dict[str, Any] | None = None, team: Team | None = None) -> dict[str, Any]:
+                 speed: dict[str, Any] | None = None, team: Team | None = None,
+                 warm_up: bool = False) -> dict[str, Any]:
     """Steps 6-7: route attention, run LoadGen, merge the summary into the manifest; returns the summary.
 
     `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
     `profile`: time every phase of every video into RUN/profile.{json,md}; `speed`: the record of
     `harness.speed.apply`, kept in the summary; `team`: rank 0 of a `fsbench run --gpus N` (harness.distributed),
-    which supplies the router and serves LoadGen's samples with the other ranks.
+    which supplies the router and serves LoadGen's samples with the other ranks; `warm_up`: one step per
+    attention format before LoadGen starts (`VideoGenerator.warm_up`; one process only).
     """
     capture = None
     if capture_qkv is not None:
@@ -173,11 +197,12 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     router = (SelfAttentionRouter if team is None else team.router)(spec.schedule, impl=impl, capture=capture)
     router.install(pipe)
     profiler = Profiler(pipe.device) if profile else None
-    if profiler is not None:
-        profiler.install(pipe, router)
     # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
     generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
                                profiler=profiler)
+    warmed = generator.warm_up() if warm_up and team is None else None
+    if profiler is not None:
+        profiler.install(pipe, router)
     total = len(spec.prompts.texts)
     expected = total if opts.mode == "accuracy" else opts.count
     log_dir = rundir.loadgen_dir(run, system, opts.scenario, opts.mode, audit=opts.audit)
@@ -202,6 +227,8 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         summary["capture"] = {"dir": str(capture.out_dir.relative_to(run)), "calls": capture_summary["calls"]}
     if speed is not None:
         summary["speed"] = speed
+    if warmed is not None:
+        summary["warm_up"] = warmed
     if team is not None:
         summary["parallel"] = team.describe()
     if profiler is not None:

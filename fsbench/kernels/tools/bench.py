@@ -223,18 +223,25 @@ def format_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def tflop_per_joule(tflops: float | None, watts: float | None) -> float | None:
+    """Energy efficiency of a row run back to back: TFLOP/s over the board's watts (J/s) is TFLOP per joule;
+    None where the power was not sampled."""
+    return None if tflops is None or not watts else tflops / watts
+
+
 def _held(r: dict[str, Any]) -> str:
-    """The back-to-back columns of one row: TFLOP/s, median SM clock and power (blank where not measured)."""
+    """The back-to-back columns of one row: TFLOP/s, median SM clock and power, TFLOP/J (blank where not
+    measured)."""
     held = r.get("back_to_back") or {}
     return " | ".join("" if held.get(k) is None else f"{held[k]:.{n}f}" for k, n in
-                      (("tflops", 1), ("clock_mhz", 0), ("power_w", 0)))
+                      (("tflops", 1), ("clock_mhz", 0), ("power_w", 0), ("tflop_per_j", 3)))
 
 
 def format_markdown(results: list[dict[str, Any]]) -> str:
     clocks = any("back_to_back" in r for r in results)
     head = "| shape | row | median ms | TFLOP/s | x cuDNN | x conventional | rel err % | cosine | emulator rel err % |"
-    lines = [head + (" back to back TFLOP/s | MHz | W |" if clocks else ""),
-             "|---" * (head.count("|") - 1 + 3 * clocks) + "|"]
+    lines = [head + (" back to back TFLOP/s | MHz | W | TFLOP/J |" if clocks else ""),
+             "|---" * (head.count("|") - 1 + 4 * clocks) + "|"]
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "

@@ -18,14 +18,6 @@ GRID = tuple((1, h, s, 128) for s in SEQ_LENS for h in HEADS)
 ROWS = ("gluon-fused-mxfp8", "cudnn-fp8", "sdpa-cudnn-bf16")
 
 
-def tflop_per_joule(held: dict[str, Any] | None) -> float | None:
-    """TFLOP per joule of a back-to-back window (`gpu_clock.back_to_back`): its TFLOP/s over its median watts;
-    None where no power was sampled."""
-    if not held or not held.get("power_w") or held.get("tflops") is None:
-        return None
-    return held["tflops"] / held["power_w"]
-
-
 def interleaved_ms(fns: list[Callable], inputs: list[tuple], warmup: int, repeats: int) -> list[list[float]]:
     """Per-call milliseconds of each fn, `repeats` rounds in which each fn runs once in turn, after `warmup`
     calls of each. Consecutive calls take different input sets, so none finds its inputs in L2."""

@@ -1,0 +1,57 @@
+"""scripts/e2e_queries.py: one real SingleStream query per invocation, a row per query, compare over the runs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from conftest import load_script
+
+from fsbench.harness.cli import main as fsbench_main
+
+TINY = ("--model", "tiny", "--height", "32", "--width", "32", "--frames", "5", "--steps", "2")
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_script("e2e_queries")
+
+
+def _query(script, tmp_path, schedule: str, config: str):
+    args = ["--schedule", schedule, "--config", config, "--runs", str(tmp_path / "runs"),
+            "--table", str(tmp_path / "queries.json"), "--model", "tiny", *TINY[2:]]
+    return CliRunner().invoke(script.main, args)
+
+
+def test_bad_schedule_or_an_existing_run_folder_stops_before_any_work(script, tmp_path):
+    bad = _query(script, tmp_path, "mxfp9", "optimized")
+    assert bad.exit_code == 2 and "fsbench: error: --schedule must be one of bf16, hybrid" in bad.stderr
+    (tmp_path / "runs" / "optimized-bf16").mkdir(parents=True)
+    taken = _query(script, tmp_path, "bf16", "optimized")
+    assert taken.exit_code == 2 and "optimized-bf16 exists" in taken.stderr
+    assert not (tmp_path / "queries.json").exists()
+
+
+@pytest.mark.slow
+def test_two_queries_make_two_rows_and_compare_builds_latency_speedup_and_energy_from_them(script, tmp_path):
+    """The tiny model on a CPU: each invocation runs `fsbench run --compile --profile` once (inductor) and
+    appends its row; `fsbench compare` over the two run folders shows the same latencies."""
+    for schedule, config in (("bf16", "optimized"), ("mxfp8", "optimized")):
+        result = _query(script, tmp_path, schedule, config)
+        assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "queries.json").read_text())
+    assert [(r["schedule"], r["gemm"], r["compile"], r["vae"], r["steps"]) for r in rows] == [
+        ("bf16", "fp8", True, "bf16", 2), ("mxfp8", "fp8", True, "bf16", 2)]
+    assert all(r["query_s"] > 0 and r["joules"] is None and r["commit"] for r in rows)
+    assert rows[0]["energy_note"] == "energy not measured: no GPU energy on a cpu device"
+    assert all(r["warm_up"] for r in rows)
+    out = tmp_path / "cmp"
+    runs = [str(tmp_path / "runs" / f"optimized-{s}") for s in ("bf16", "mxfp8")]
+    compared = CliRunner().invoke(fsbench_main, ["compare", *runs, "--out", str(out)])
+    assert compared.exit_code == 0, compared.output
+    table = json.loads((out / "compare.json").read_text())
+    assert [r["latency_s"] for r in table["rows"]] == pytest.approx([r["query_s"] for r in rows])
+    assert table["rows"][1]["speedup"] == pytest.approx(rows[0]["query_s"] / rows[1]["query_s"])
+    assert table["footnotes"][str(table["rows"][0]["notes"]["joules"])] == rows[0]["energy_note"]
+    manifest = json.loads((tmp_path / "runs" / "optimized-mxfp8" / "manifest.json").read_text())
+    assert manifest["results"]["SingleStream"]["performance"]["warm_up"]["formats"] == ["mxfp8"]
