@@ -35,7 +35,8 @@ _generation = _options_decorator([
                  help="One prompt per line [default: tiny's own prompts, else $FSBENCH_DATA/vbench_prompts.txt]."),
     click.option("--num-prompts", type=int, help="Use only the first N prompts."),
     click.option("--latent", "latent_file", type=click.Path(path_type=Path),
-                 help="Fixed initial latent (MLPerf fixed_latent.pt) [default: N(0,1) from seed 42]."),
+                 help="Fixed initial latent file [default: $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at "
+                      "720x1280x81, else N(0,1) from the seed]."),
     click.option("--height", type=int, help="Override the preset's height (multiple of 16)."),
     click.option("--width", type=int, help="Override the preset's width (multiple of 16)."),
     click.option("--frames", "num_frames", type=int, help="Override the preset's frame count (4k+1)."),

@@ -44,7 +44,7 @@ class RunSpec:
     schedule: ResolvedSchedule
     prompts: dataset.Prompts
     latent: torch.Tensor
-    latent_source: str
+    latent_info: dict[str, Any]  # dataset.Latent.as_dict(): source, shape, file digests, official
 
     @property
     def model_tag(self) -> str:
@@ -58,9 +58,8 @@ def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Pat
     parsed = schedule if isinstance(schedule, Schedule) else load_schedule(schedule)
     resolved = parsed.resolve(settings.steps, pipeline.num_layers(model))
     prompts = dataset.load_prompts(prompts_file, model, num_prompts)
-    latent = dataset.fixed_latent(settings, latent_file)
-    source = str(latent_file) if latent_file else f"seed {settings.seed}"
-    return RunSpec(model, settings, resolved, prompts, latent, source)
+    latent = dataset.load_latent(settings, latent_file)
+    return RunSpec(model, settings, resolved, prompts, latent.tensor, latent.as_dict())
 
 
 def schedule_slug(schedule: ResolvedSchedule) -> str:
@@ -86,7 +85,7 @@ def open_run_dir(run: Path, spec: RunSpec, system: str, device: torch.device) ->
         "system": system,
         "device": device_info(device, spec.model),
         "settings": {**spec.settings.as_dict(), "latent_sha256": sha},
-        "latent": {"file": rundir.LATENT, "source": spec.latent_source, "shape": list(spec.latent.shape)},
+        "latent": {"file": rundir.LATENT, **spec.latent_info},
         "schedule": {"name": spec.schedule.name, "spec": spec.schedule.spec, "by_step": spec.schedule.by_step()},
         "prompts": spec.prompts.as_dict(),
         "videos": rundir.VIDEOS,

@@ -27,6 +27,7 @@ from typing import Any
 
 from fsbench.errors import FsbenchError
 from fsbench.harness import accuracy_log, system_desc, test04
+from fsbench.harness.dataset import LATENT_FILE, LATENT_GIT_BLOB
 from fsbench.harness.results import atomic_write_text
 from fsbench.harness.submission_rules import SCENARIOS, Problem, check, read_mllog
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
@@ -72,6 +73,8 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
             raise FsbenchError(f"{label} {name!r} must be a folder name: letters, digits, '_', '-', '.', '+'")
     manifests = [(Path(r), load_manifest(r)) for r in runs]
     _same_system_under_test(manifests)
+    if division == "closed":
+        _official_latent(manifests)
     sources = _collect(manifests)
     data = _data_dir()
     out = Path(out)
@@ -107,6 +110,16 @@ def _same_system_under_test(manifests: list[tuple[Path, dict[str, Any]]]) -> Non
                 raise FsbenchError(f"{path} and {first_path} differ in {key}: package runs of one configuration")
         if (manifest.get("schedule") or {}).get("spec") != (first.get("schedule") or {}).get("spec"):
             raise FsbenchError(f"{path} and {first_path} use different schedules: package one schedule at a time")
+
+
+def _official_latent(manifests: list[tuple[Path, dict[str, Any]]]) -> None:
+    """A closed result starts every video from MLPerf's fixed_latent.pt; a run that did not is refused."""
+    for path, manifest in manifests:
+        latent = manifest.get("latent") or {}
+        if latent.get("git_blob") != LATENT_GIT_BLOB:
+            raise FsbenchError(f"{path} started from the latent {latent.get('source', '(not recorded)')!r}, not "
+                               f"MLPerf's {LATENT_FILE} (git blob {LATENT_GIT_BLOB}) that the closed division needs: "
+                               f"fetch it with scripts/fetch_dataset.py, set FSBENCH_DATA and run again")
 
 
 def _collect(manifests: list[tuple[Path, dict[str, Any]]]) -> list[Sources]:
