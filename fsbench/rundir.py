@@ -29,7 +29,9 @@ The manifest's keys (all JSON):
   has validity ("VALID"|"INVALID"), valid (bool), invalid_reasons (list of str), latency_{min,mean,p50,
   p90,p99,max}_ns, early_stopping_latency_ns (SingleStream), samples_per_second, query_count, samples,
   wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
-  capture {dir, calls} with --capture. An accuracy summary has samples, videos_generated,
+  capture {dir, calls} with --capture, attention_kernels ({format: sdpa|emulate|triton|gluon}, what ran) and
+  attention_kernel_fallbacks ({format: why "auto" ran Triton where it runs Gluon on a newer Triton}, when any),
+  peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; null on CPU). An accuracy summary has samples, videos_generated,
   videos_reused, accuracy_log and log_dir (relative to RUN), wall_s. Either summary of a run on several
   processes (`fsbench run --gpus N`) has parallel {processes, device, cfg, ulysses, replicas, backend,
   device_name, launcher, samples_per_replica (Offline)}

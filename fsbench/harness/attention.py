@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ class SelfAttentionRouter:
         kernel for the MX formats (bf16 always runs SDPA)."""
         self.schedule, self.impl, self.capture, self.core = schedule, impl, capture, core
         self.kernels_used: dict[str, str] = {}  # format -> the implementation that ran it (for the manifest)
+        self.kernel_fallbacks: dict[str, str] = {}  # format -> why "auto" ran Triton, not Gluon (for the manifest)
         self.video = -1
         self.step = 0
         self.expert = ""
@@ -133,6 +135,10 @@ class SelfAttentionRouter:
         impl = "auto" if fmt == "bf16" else self.impl
         if fmt not in self.kernels_used:
             self.kernels_used[fmt] = kernels.resolve_impl(fmt, impl, q.device, q.shape[-1])
+            reason = kernels.gluon_fallback(fmt, impl, q.device, q.shape[-1])
+            if reason is not None:
+                self.kernel_fallbacks[fmt] = reason
+                logging.getLogger("fsbench").warning("%s attention runs the Triton kernel: %s", fmt, reason)
         if self.capture is None:
             return kernels.attention(q, k, v, fmt, impl=impl, layout="BSHD")
         out, stats = kernels.attention_with_stats(q, k, v, fmt, impl=impl, layout="BSHD")

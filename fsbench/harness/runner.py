@@ -193,6 +193,8 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     summary["log_dir"] = str(log_dir.relative_to(run))
     summary["overrides"] = opts.overrides()
     summary["attention_kernels"] = dict(sorted(router.kernels_used.items()))
+    if router.kernel_fallbacks:
+        summary["attention_kernel_fallbacks"] = dict(sorted(router.kernel_fallbacks.items()))
     if opts.mode == "accuracy":
         summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))

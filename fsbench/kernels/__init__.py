@@ -38,4 +38,11 @@ def resolve_impl(fmt: str, impl: str, device: "torch.device", head_dim: int) -> 
     return _resolve_impl(fmt, impl, device, head_dim)
 
 
-__all__ = ["attention", "attention_with_stats", "resolve_impl"]
+def gluon_fallback(fmt: str, impl: str, device: "torch.device", head_dim: int) -> str | None:
+    """Why `resolve_impl` picks the Triton kernel where "auto" would run Gluon (an older Triton), else None."""
+    from fsbench.kernels.api import gluon_fallback as _gluon_fallback
+
+    return _gluon_fallback(fmt, impl, device, head_dim)
+
+
+__all__ = ["attention", "attention_with_stats", "gluon_fallback", "resolve_impl"]

@@ -1,6 +1,8 @@
 """`kernels.attention`: validate inputs, pick an implementation, return the output (and statistics)."""
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 
 import torch
@@ -10,6 +12,7 @@ from fsbench.kernels.stats import AttentionStats
 FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
 IMPLS = ("auto", "emulate", "triton", "gluon", "sdpa")
 LAYOUTS = ("BSHD", "BHSD")
+GLUON_TRITON = (3, 6)  # the Triton release the Gluon kernel was tested on (results/h200, setup.cfg's gpu extra)
 
 
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl: str, layout: str) -> None:
@@ -49,9 +52,36 @@ def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> st
         return "sdpa"
     if not _triton_supported(device):
         return "emulate"
+    return "gluon" if gluon_fallback(fmt, impl, device, head_dim) is None and _gluon_shape(head_dim) else "triton"
+
+
+def _gluon_shape(head_dim: int) -> bool:
     from fsbench.kernels.tiling import GLUON_HEAD_DIM
 
-    return "gluon" if head_dim == GLUON_HEAD_DIM else "triton"
+    return head_dim == GLUON_HEAD_DIM
+
+
+def gluon_fallback(fmt: str, impl: str, device: torch.device, head_dim: int) -> str | None:
+    """Why "auto" runs the Triton kernel where it would run Gluon (an older Triton without Gluon), else None."""
+    if impl != "auto" or fmt == "bf16" or not _gluon_shape(head_dim) or not _triton_supported(device):
+        return None
+    return gluon_missing()
+
+
+@functools.lru_cache(maxsize=None)
+def gluon_missing() -> str | None:
+    """None where this Triton has the Gluon kernel's language, else what is missing and how to get it."""
+    import triton
+
+    need = ".".join(map(str, GLUON_TRITON))
+    found = tuple(int(part) for part in re.findall(r"\d+", triton.__version__)[:2])
+    if found < GLUON_TRITON:
+        return f"triton {triton.__version__} is older than {need}, the Gluon kernel's: pip install 'triton>={need}'"
+    try:
+        import triton.experimental.gluon.language.nvidia.hopper  # noqa: F401
+    except ImportError as exc:
+        return f"triton {triton.__version__} has no Gluon for Hopper ({exc}): pip install 'triton>={need}'"
+    return None
 
 
 def _triton_supported(device: torch.device) -> bool:
