@@ -8,7 +8,7 @@ import click
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_eval, cli_kernels, cli_run, cli_submission
+from fsbench.harness import cli_doctor, cli_eval, cli_kernels, cli_run, cli_submission
 
 
 class _Fsbench(click.Group):
@@ -29,5 +29,5 @@ def main() -> None:
 
 
 for _command in (cli_run.run, cli_run.sweep, cli_run.schedules, cli_eval.eval_cmd, cli_eval.compare,
-                 cli_kernels.kernels, cli_submission.submission):
+                 cli_kernels.kernels, cli_submission.submission, cli_doctor.doctor_cmd):
     main.add_command(_command)
