@@ -5,6 +5,7 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
 
     RUN/manifest.json
     RUN/latent.pt                                       the fixed initial latent (float32)
+    RUN/fsbench.log                                     every command that wrote the run: its line, warnings, timings
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/performance/run_1/mlperf_log_{summary.txt,detail.txt,accuracy.json}
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/accuracy/mlperf_log_{summary.txt,detail.txt,accuracy.json}
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/performance/run_1/mlperf_log_*   with --audit TEST04
@@ -31,7 +32,7 @@ The manifest's keys (all JSON):
   wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
   capture {dir, calls} with --capture, attention_kernels ({format: sdpa|emulate|triton|gluon}, what ran) and
   attention_kernel_fallbacks ({format: why "auto" ran Triton where it runs Gluon on a newer Triton}, when any),
-  peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; null on CPU). An accuracy summary has samples, videos_generated,
+  peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; absent on CPU). An accuracy summary has samples, videos_generated,
   videos_reused, accuracy_log and log_dir (relative to RUN), wall_s. Either summary of a run on several
   processes (`fsbench run --gpus N`) has parallel {processes, device, cfg, ulysses, replicas, backend,
   device_name, launcher, samples_per_replica (Offline)}
@@ -47,6 +48,7 @@ from fsbench.errors import FsbenchError
 BENCHMARK = "wan-2.2-t2v-a14b"
 MANIFEST = "manifest.json"
 LATENT = "latent.pt"
+LOG = "fsbench.log"
 VIDEOS = "videos"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"

@@ -9,7 +9,7 @@ import click
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import distributed, loadgen_driver, runner, speed
+from fsbench.harness import distributed, loadgen_driver, logs, runner, speed
 from fsbench.harness.presets import preset_names
 from fsbench.harness.schedule import builtin_names
 from fsbench.harness.schedule import load as load_schedule
@@ -118,6 +118,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
                                              f"{options.slug}")
     system = kw["system"] or runner.default_system(spec.model_tag, device)
     loadgen_driver.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
+    logs.attach(run_dir)
     if layout.processes > 1:
         summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
                                                      profile))
@@ -158,6 +159,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     system = kw["system"] or runner.default_system(specs[0].model_tag, device)
     for spec, slug in zip(specs, slugs):
         runner.open_run_dir(out / slug, spec, system, device)
+        logs.attach(out / slug)
     pipe = runner.load_pipeline(specs[0], device)
     record = speed.apply(pipe, options)
     for spec, slug in zip(specs, slugs):

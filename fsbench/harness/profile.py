@@ -50,6 +50,25 @@ class Clock:
         return end - start
 
 
+class GpuPeak:
+    """Peak GPU memory of each video: torch.cuda.max_memory_allocated, reset before the video; None on a CPU."""
+
+    def __init__(self) -> None:
+        self.bytes: int | None = None  # the largest peak of any video so far
+
+    @contextlib.contextmanager
+    def video(self, record: dict[str, Any] | None = None) -> Iterator[None]:
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        yield
+        peak = torch.cuda.max_memory_allocated() if cuda else None
+        if peak is not None:
+            self.bytes = max(self.bytes or 0, peak)
+        if record is not None:
+            record["peak_gpu_memory_bytes"] = peak
+
+
 class Profiler:
     """Hooks on one pipeline that time every region of every video it generates.
 
@@ -63,6 +82,7 @@ class Profiler:
         self.fine = True
         self._undo: list[Any] = []
         self._router: Any = None
+        self.peak = GpuPeak()
         self._reset()
 
     def _reset(self) -> None:
@@ -184,9 +204,12 @@ class Profiler:
         """Around one generated video: resets the spans, then resolves them into `self.videos`."""
         self._reset()
         wall = time.perf_counter()
-        yield
+        memory: dict[str, Any] = {}
+        with self.peak.video(memory):
+            yield
         record = self._resolve(index)
         record["wall_s"] = time.perf_counter() - wall
+        record.update(memory)
         self.videos.append(record)
 
     def _total(self, spans: list[tuple[Any, Any]]) -> float:
@@ -228,6 +251,7 @@ class Profiler:
                   **{p: statistics.fmean(r[p] for r in rows) for p in parts},
                   "self_attention_share": statistics.fmean(r["self_attention_s"] / r["total_s"] for r in rows)}
             for fmt, rows in sorted(by_fmt.items())}
+        out["peak_gpu_memory_bytes"] = self.peak.bytes
         named = sum(out[p] for p in phases[:-1])
         out["unattributed_s"] = out["wall_s"] - named
         if loadgen and "latency_mean_ns" in loadgen:
@@ -256,6 +280,9 @@ def format_table(summary: dict[str, Any]) -> str:
         value = summary[f"{name}_s"]
         lines.append(f"| {name} | {value:.4f} | {value / wall:.1%} |")
     lines.append(f"| video (wall) | {wall:.4f} | 100% |")
+    if summary.get("peak_gpu_memory_bytes") is not None:
+        lines += ["", f"Peak GPU memory of one video: {summary['peak_gpu_memory_bytes'] / 2**30:.2f} GiB "
+                      "(torch.cuda.max_memory_allocated)"]
     if "loadgen_overhead_s" in summary:
         lines.append(f"| LoadGen overhead (latency - wall) | {summary['loadgen_overhead_s']:.4f} | "
                      f"{summary['loadgen_overhead_s'] / summary['loadgen_latency_mean_s']:.2%} |")
@@ -289,7 +316,10 @@ class _TimedCrossAttention:
 
 
 class NullProfiler:
-    """What the runner uses without --profile: every region is a no-op."""
+    """What the runner uses without --profile: every region is a no-op; only the peak GPU memory is kept."""
+
+    def __init__(self) -> None:
+        self.peak = GpuPeak()
 
     @contextlib.contextmanager
     def region(self, name: str) -> Iterator[None]:
@@ -297,4 +327,5 @@ class NullProfiler:
 
     @contextlib.contextmanager
     def video(self, index: int) -> Iterator[None]:
-        yield
+        with self.peak.video():
+            yield

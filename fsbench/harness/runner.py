@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fsbench import rundir
-from fsbench.harness import dataset, loadgen_driver, pipeline, results
+from fsbench.harness import dataset, loadgen_driver, logs, pipeline, results
 from fsbench.harness.attention import Capture, SelfAttentionRouter
 from fsbench.harness.presets import Settings, build_settings
 from fsbench.harness.profile import NullProfiler, Profiler
@@ -106,7 +107,7 @@ def device_info(device: torch.device, model: str) -> dict[str, Any]:
 def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
     """Step 5: the diffusers pipeline, with its per-video denoising bar kept short-lived."""
     pipe = pipeline.build(spec.model, spec.settings, device)
-    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step")
+    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=logs.quiet())
     return pipe
 
 
@@ -183,7 +184,8 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     try:
         serving = contextlib.nullcontext((generator, 1)) if team is None else team.serve(generator)
         with serving as (generate, concurrency), \
-                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video") as bar:
+                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video",
+                     disable=logs.quiet()) as bar:
             summary = loadgen_driver.run_test(generate, total, opts, log_dir, on_sample=bar.update,
                                               concurrency=concurrency)
     finally:
@@ -193,6 +195,8 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     summary["log_dir"] = str(log_dir.relative_to(run))
     summary["overrides"] = opts.overrides()
     summary["attention_kernels"] = dict(sorted(router.kernels_used.items()))
+    if generator.profiler.peak.bytes is not None:
+        summary["peak_gpu_memory_bytes"] = generator.profiler.peak.bytes
     if router.kernel_fallbacks:
         summary["attention_kernel_fallbacks"] = dict(sorted(router.kernel_fallbacks.items()))
     if opts.mode == "accuracy":
@@ -208,6 +212,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     if profiler is not None:
         summary["profile"] = profiler.write(run, summary)
     results.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
+    logging.getLogger("fsbench").info("%s (%s)", describe(summary), spec.schedule.name)
     return summary
 
 
