@@ -118,8 +118,8 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
                                              f"{options.slug}")
     system = kw["system"] or runner.default_system(spec.model_tag, device)
     loadgen_driver.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
-    logs.attach(run_dir)
     if layout.processes > 1:
+        logs.attach(run_dir)
         summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
                                                      profile))
         if summary is not None:  # rank 0
@@ -127,6 +127,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
             click.echo(f"results: {run_dir}")
         return
     runner.open_run_dir(run_dir, spec, system, device)
+    logs.attach(run_dir)
     pipe = runner.load_pipeline(spec, device)
     record = speed.apply(pipe, options)
     with speed.cudnn_first():

@@ -92,9 +92,13 @@ def _run_log(path: Path, early: logging.handlers.BufferingHandler | None) -> Ite
 
 
 def attach(run: Path) -> None:
-    """Log to RUN/fsbench.log until the current command ends (on rank 0 only under torchrun)."""
+    """Log to RUN/fsbench.log until the current command ends (on rank 0 only under torchrun). A folder that cannot
+    be made is left to the run's own checks, which say what to do."""
     if int(os.environ.get("RANK", "0")) != 0:
         return
-    run.mkdir(parents=True, exist_ok=True)
+    try:
+        run.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
     ctx = click.get_current_context()
     ctx.with_resource(_run_log(run / LOG, ctx.meta.get(EARLY)))
