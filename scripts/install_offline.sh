@@ -5,7 +5,7 @@
 #   scripts/install_offline.sh WHEELHOUSE [--extras gpu] [DOCTOR OPTIONS...]    e.g. --model a14b-synthetic
 #
 # pip installs with --no-index from WHEELHOUSE only, and upgrades a package only where fsbench needs a newer one.
-# The node's torch, triton and nvidia-* CUDA libraries are pinned to the versions installed (a constraints file
+# The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are pinned to the versions installed (a constraints file
 # made from `pip list --format=freeze`), so nothing in the wheelhouse replaces them: a wheel that would need
 # another torch makes pip stop before it installs anything. A Triton older than the gpu extra asks stays too:
 # fsbench is then installed without that extra, and impl=auto runs the Triton kernel instead of Gluon.
@@ -28,8 +28,8 @@ if [[ -z $wheel ]]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$PY" -m pip list --format=freeze 2>/dev/null | grep -iE '^(torch|triton|pytorch-triton|nvidia-[a-z0-9_.-]+)==' \
-  | grep -iv '^nvidia-cudnn-frontend==' > "$work/pins.txt" || true
+"$PY" -m pip list --format=freeze > "$work/freeze.txt" 2>/dev/null
+"$PY" "$(dirname "$0")/wheelhouse_plan.py" --pins "$work/freeze.txt" > "$work/pins.txt"
 echo "kept as installed: $(tr '\n' ' ' < "$work/pins.txt")"
 pip_install=("$PY" -m pip install --no-index --find-links "$wheelhouse" --constraint "$work/pins.txt")
 requested=("$wheel${extras:+[$extras]}")

@@ -16,7 +16,7 @@
 #                  uses it only if its own copy does not do), e.g. imageio-ffmpeg==0.6.0 (29 MB where 0.8.1
 #                  is 68 MB) or 'huggingface-hub>=1.32,<2' (diffusers needs that, an image may have older)
 #
-# The node's torch, triton and nvidia-* CUDA libraries are never downloaded: pip resolves against an empty
+# The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are never downloaded: pip resolves against an empty
 # stand-in for each (torch's CUDA wheels alone are gigabytes). The folder holds fsbench's own wheel
 # (`pip wheel --no-deps .`) and a plan.txt of what was chosen and why.
 set -euo pipefail
@@ -55,8 +55,7 @@ for h in "${have[@]}"; do
   fi
 done
 if [[ -n $freeze ]]; then
-  mapfile -t protected < <(grep -iE '^(torch|triton|pytorch-triton|nvidia-[a-z0-9_.-]+)==' "$freeze" \
-                           | grep -iv '^nvidia-cudnn-frontend==' || true)
+  mapfile -t protected < <("$PY" "$REPO/scripts/wheelhouse_plan.py" --pins "$freeze")
 else
   protected=()
   for h in "${have[@]}"; do [[ $h =~ ^(torch|triton)== ]] && protected+=("$h"); done

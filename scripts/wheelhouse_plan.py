@@ -5,9 +5,10 @@ this script walks them from fsbench down, the way `pip install` on the node will
 a requirement the node already satisfies is left to the node, and so are all of its own requirements. A
 package the node has in an unknown version (`--have NAME` and all it requires) is trusted; `--bring NAME`
 adds a candidate wheel anyway (pip on the node uses it only if the node's copy is too old).
-The node's torch, triton and nvidia-* CUDA libraries are never planned: install_offline.sh pins them.
+The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are never planned: install_offline.sh pins them.
 
-Prints one `name==version` line per wheel to download; what is left to the node goes to stderr.
+Prints one `name==version` line per wheel to download; what is left to the node goes to stderr. With
+`--pins FREEZE` it prints only the lines of a `pip list --format=freeze` that name those protected packages.
 """
 from __future__ import annotations
 
@@ -26,7 +27,14 @@ except ImportError:  # any machine with pip has pip's copy
     from pip._vendor.packaging.utils import canonicalize_name
     from pip._vendor.packaging.version import Version
 
-PROTECTED = re.compile(r"^(torch|triton|pytorch-triton|nvidia-(?!cudnn-frontend).*)$")
+# the node's own torch, triton and CUDA libraries (not cudnn-frontend: fsbench brings that Python package itself)
+PROTECTED = re.compile(r"^(torch|triton|pytorch-triton|cuda-.*|nvidia-(?!cudnn-frontend).*)$")
+
+
+def protected_pins(freeze: Path) -> list[str]:
+    """The `name==version` lines of a freeze that name a protected package."""
+    return [line.strip() for line in freeze.read_text().splitlines()
+            if "==" in line and PROTECTED.match(canonicalize_name(line.split("==")[0]))]
 
 
 def node_state(freeze: Path | None, have: list[str]) -> dict[str, str | None]:
@@ -105,7 +113,8 @@ def plan(resolved: dict[str, dict], root: str, extras: set[str], node: dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", type=Path, help="pip install --dry-run --report JSON")
+    parser.add_argument("report", type=Path, nargs="?", help="pip install --dry-run --report JSON")
+    parser.add_argument("--pins", type=Path, help="only print the protected lines of this freeze")
     parser.add_argument("--root", default="fsbench")
     parser.add_argument("--extras", default="", help="comma-separated extras of the root")
     parser.add_argument("--python", default="3.12")
@@ -113,6 +122,9 @@ def main() -> None:
     parser.add_argument("--have", action="append", default=[], help="NAME or NAME==VERSION the node has")
     parser.add_argument("--bring", action="append", default=[], help="NAME to bring even if the node has it")
     args = parser.parse_args()
+    if args.pins:
+        print("\n".join(protected_pins(args.pins)))
+        return
     report = json.loads(args.report.read_text())
     resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"] for i in report["install"]}
     env = target_env(args.python)
