@@ -32,6 +32,12 @@ trap 'rm -rf "$work"' EXIT
 "$PY" "$(dirname "$0")/wheelhouse_plan.py" --pins "$work/freeze.txt" > "$work/pins.txt"
 echo "kept as installed: $(tr '\n' ' ' < "$work/pins.txt")"
 pip_install=("$PY" -m pip install --no-index --find-links "$wheelhouse" --constraint "$work/pins.txt")
+if "$PY" -c 'import os, sys, sysconfig; sys.exit(sys.prefix != sys.base_prefix or not os.path.isfile(
+    os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+  echo "$PY is the system's Python (EXTERNALLY-MANAGED): installing beside its packages, its torch, triton and" \
+       "CUDA libraries pinned as they are (a venv --system-site-packages avoids this)"
+  pip_install+=(--break-system-packages)
+fi
 requested=("$wheel${extras:+[$extras]}")
 if [[ ,$extras, == *,gpu,* ]] && ! "${pip_install[@]}" -q --dry-run "${requested[@]}" 2> "$work/dry-run.txt"; then
   if ! grep -qi triton "$work/dry-run.txt"; then cat "$work/dry-run.txt" >&2; exit 1; fi
