@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the H200 (fsbench installed from wheelhouse/; see device_e2e.sh): the CUDA-emulator tests, then paper Table 4 at the paper's
+# On the H200 (fsbench installed from wheelhouse/; see device_e2e.sh): the CUDA-emulator tests, then paper Table 4
+# at the paper's
 # shape with ten seeds (extra arguments go to the ablation, e.g. --formats bf16). The JSON is rewritten after every seed, so a stopped run keeps what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Kernel benchmarks on the H200 (fsbench installed from wheelhouse/; see device_e2e.sh): `fsbench kernels bench` at both shapes
+# Kernel benchmarks on the H200 (fsbench installed from wheelhouse/; see device_e2e.sh): `fsbench kernels bench` at
+# both shapes
 # (JSON and markdown rewritten after each shape), `fsbench kernels check` of the Triton and the Gluon
 # kernels, then the GPU tests (both kernels); all under $OUT. Extra arguments go to the bench
 # (e.g. --rows triton-fused-mxfp8,sdpa-cudnn-bf16). The default limits (BENCH_S, CHECK_S per engine, TESTS_S)

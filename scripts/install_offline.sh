@@ -5,8 +5,8 @@
 #   scripts/install_offline.sh WHEELHOUSE [--extras gpu] [DOCTOR OPTIONS...]    e.g. --model a14b-synthetic
 #
 # pip installs with --no-index from WHEELHOUSE only, and upgrades a package only where fsbench needs a newer one.
-# The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are pinned to the versions installed (a constraints file
-# made from `pip list --format=freeze`), so nothing in the wheelhouse replaces them: a wheel that would need
+# The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are pinned to the versions installed (a
+# constraints file made from `pip list --format=freeze`), so nothing in the wheelhouse replaces them: a wheel that would need
 # another torch makes pip stop before it installs anything. A Triton older than the gpu extra asks stays too:
 # fsbench is then installed without that extra, and impl=auto runs the Triton kernel instead of Gluon.
 # PYTHON names the interpreter (default python3). Exit status: pip's; the doctor's verdict is printed.

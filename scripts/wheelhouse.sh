@@ -42,7 +42,8 @@ while (($#)); do
     *) echo "wheelhouse.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-((${#platforms[@]})) || platforms=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64)
+((${#platforms[@]})) ||
+  platforms=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64)
 if [[ -z $freeze && ${#have[@]} -eq 0 ]]; then
   echo "wheelhouse.sh: error: say what the node has: --node-freeze FILE (python3 -m pip list --format=freeze" \
        "on the node) or --have torch==VERSION --have triton==VERSION ..." >&2

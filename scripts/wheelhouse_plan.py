@@ -53,7 +53,8 @@ def node_state(freeze: Path | None, have: list[str]) -> dict[str, str | None]:
 def target_env(python: str) -> dict[str, str]:
     """Marker values of the node: CPython `python` on x86-64 Linux."""
     full = python if python.count(".") == 2 else python + ".0"
-    return {"python_version": ".".join(python.split(".")[:2]), "python_full_version": full, "sys_platform": "linux", "platform_system": "Linux",
+    return {"python_version": ".".join(python.split(".")[:2]), "python_full_version": full,
+            "sys_platform": "linux", "platform_system": "Linux",
             "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython",
             "platform_python_implementation": "CPython"}
 
