@@ -86,14 +86,14 @@ def test_a_small_video_is_seeded_without_a_warning(tmp_path, monkeypatch, caplog
 
 @pytest.fixture(scope="module")
 def seeded_and_file_runs(tmp_path_factory):
-    """Two one-query tiny runs: one from the seeded latent, one from a latent file."""
-    root = tmp_path_factory.mktemp("latent-runs")
+    """One-query tiny runs: one from the seeded latent (with its accuracy pass, to package), one from a file."""
+    root = tmp_path_factory.mktemp("runs")
     latent_file = root / "mine.pt"
     torch.save(torch.ones(1, 16, 1, 2, 2), latent_file)
-    runs = {}
-    for name, extra in (("seeded", []), ("file", ["--latent", latent_file])):
-        runs[name] = root / name
-        result = fsbench("run", *SMALL, "--count", 1, "--time", 0, "--out", runs[name], *extra)
+    runs = {"seeded": root / "seeded", "file": root / "file"}
+    for args in (["--count", 1, "--time", 0, "--out", runs["seeded"]], ["--mode", "accuracy", "--out", runs["seeded"]],
+                 ["--count", 1, "--time", 0, "--out", runs["file"], "--latent", latent_file]):
+        result = fsbench("run", *SMALL, *args)
         assert result.exit_code == 0, result.output + result.stderr
     return runs, latent_file
 
@@ -109,16 +109,26 @@ def test_every_run_records_the_digests_of_the_latent_file_it_read(seeded_and_fil
     assert (seeded["source"], seeded["file_sha256"], seeded["git_blob"]) == ("seed 42", None, None)
 
 
-def test_a_closed_package_refuses_a_seeded_run_in_one_line_naming_the_latent(seeded_and_file_runs, tmp_path):
+def test_a_closed_preflight_fails_a_seeded_run_with_one_line_naming_the_latent(seeded_and_file_runs, tmp_path,
+                                                                               shared_data):
     runs, _ = seeded_and_file_runs
-    result = fsbench("submission", "--runs", runs["seeded"], "--out", tmp_path, "--division", "closed",
-                     "--submitter", "Org", "--system", "cpu-tiny")
-    assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("fsbench: error: ") and "latent 'seed 42'" in lines[0]
-    assert dataset.LATENT_GIT_BLOB in lines[0] and "scripts/fetch_dataset.py" in lines[0]
-    assert not list(tmp_path.iterdir())
+    result = CliRunner().invoke(main, ["submission", "--runs", str(runs["seeded"]), "--out", str(tmp_path),
+                                       "--division", "closed", "--submitter", "Org", "--system", "cpu-tiny"],
+                                env={"FSBENCH_DATA": str(shared_data)})
+    assert result.exit_code == 2 and "submission not written" in result.stderr
+    naming = [line for line in result.stderr.splitlines() if "latent" in line]
+    assert naming == [f"error: {runs['seeded']}: started from the latent 'seed 42', not MLPerf's fixed_latent.pt "
+                      f"(git blob {dataset.LATENT_GIT_BLOB}) that the closed division needs: fetch it with "
+                      "scripts/fetch_dataset.py, set FSBENCH_DATA and run again"]
+    assert not (tmp_path / "closed").exists()
+
+
+def test_an_open_package_accepts_the_seeded_latent(seeded_and_file_runs, tmp_path, shared_data):
+    runs, _ = seeded_and_file_runs
+    result = CliRunner().invoke(main, ["submission", "--runs", str(runs["seeded"]), "--out", str(tmp_path),
+                                       "--division", "open", "--submitter", "Org", "--system", "cpu-tiny"],
+                                env={"FSBENCH_DATA": str(shared_data)})
+    assert "latent" not in result.output + result.stderr
 
 
 def test_the_manifest_schema_names_the_latent_record():

@@ -73,8 +73,6 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
             raise FsbenchError(f"{label} {name!r} must be a folder name: letters, digits, '_', '-', '.', '+'")
     manifests = [(Path(r), load_manifest(r)) for r in runs]
     _same_system_under_test(manifests)
-    if division == "closed":
-        _official_latent(manifests)
     sources = _collect(manifests)
     data = _data_dir()
     out = Path(out)
@@ -83,7 +81,8 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     staging = Path(tempfile.mkdtemp(dir=out, prefix=".fsbench-staging-"))
     try:
         tree = staging / division / submitter
-        problems = _build(tree, sources, manifests, division, submitter, system, system_toml, data)
+        problems = _latent_problems(manifests) if division == "closed" else []
+        problems += _build(tree, sources, manifests, division, submitter, system, system_toml, data)
         problems += check(staging)
         report = Report(final, problems)
         if not any(p.severity == "error" for p in problems):
@@ -112,14 +111,17 @@ def _same_system_under_test(manifests: list[tuple[Path, dict[str, Any]]]) -> Non
             raise FsbenchError(f"{path} and {first_path} use different schedules: package one schedule at a time")
 
 
-def _official_latent(manifests: list[tuple[Path, dict[str, Any]]]) -> None:
-    """A closed result starts every video from MLPerf's fixed_latent.pt; a run that did not is refused."""
+def _latent_problems(manifests: list[tuple[Path, dict[str, Any]]]) -> list[Problem]:
+    """A closed result starts every video from MLPerf's fixed_latent.pt: one error for each run that did not."""
+    problems = []
     for path, manifest in manifests:
         latent = manifest.get("latent") or {}
         if latent.get("git_blob") != LATENT_GIT_BLOB:
-            raise FsbenchError(f"{path} started from the latent {latent.get('source', '(not recorded)')!r}, not "
-                               f"MLPerf's {LATENT_FILE} (git blob {LATENT_GIT_BLOB}) that the closed division needs: "
-                               f"fetch it with scripts/fetch_dataset.py, set FSBENCH_DATA and run again")
+            problems.append(Problem(str(path), f"started from the latent {latent.get('source', '(not recorded)')!r}, "
+                                    f"not MLPerf's {LATENT_FILE} (git blob {LATENT_GIT_BLOB}) that the closed "
+                                    "division needs: fetch it with scripts/fetch_dataset.py, set FSBENCH_DATA and run "
+                                    "again"))
+    return problems
 
 
 def _collect(manifests: list[tuple[Path, dict[str, Any]]]) -> list[Sources]:
