@@ -5,6 +5,7 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
 
     RUN/manifest.json
     RUN/latent.pt                                       the fixed initial latent (float32)
+    RUN/fsbench.log                                     every command that wrote the run: its line, warnings, timings
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/performance/run_1/mlperf_log_{summary.txt,detail.txt,accuracy.json}
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/accuracy/mlperf_log_{summary.txt,detail.txt,accuracy.json}
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/performance/run_1/mlperf_log_*   with --audit TEST04
@@ -17,8 +18,10 @@ The manifest's keys (all JSON):
 - `model`: tiny | a14b-synthetic | checkpoint path; `preset`: mlperf | paper; `system`; `device`
   ({type, name, dtype, count}); `git_commit`; `created` and `date` (first and latest write, ISO 8601 UTC)
 - `settings`: height, width, num_frames, fps, steps, guidance_scale, guidance_scale_2, boundary_ratio,
-  flow_shift, seed, negative_prompt, preset, and `latent` {sha256 (of the float32 values), file
-  ("latent.pt", relative to RUN), source ("seed 42" or the --latent path), shape}
+  flow_shift, seed, negative_prompt, preset, latent_sha256 (of the float32 values)
+- `latent`: {file ("latent.pt", relative to RUN), source ("seed 42" or the file read: --latent, or
+  $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at 720x1280x81), shape, file_sha256 and git_blob (of the file
+  read; null when seeded), official (true for MLPerf's fixed_latent.pt, git blob 7c88cf35...)}
 - `schedule`: {name, spec (canonical rule string), by_step (format label of every step)}
 - `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count}
 - `versions`: {python, torch, diffusers, transformers, mlcommons-loadgen, fsbench}
@@ -27,7 +30,9 @@ The manifest's keys (all JSON):
   has validity ("VALID"|"INVALID"), valid (bool), invalid_reasons (list of str), latency_{min,mean,p50,
   p90,p99,max}_ns, early_stopping_latency_ns (SingleStream), samples_per_second, query_count, samples,
   wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
-  capture {dir, calls} with --capture. An accuracy summary has samples, videos_generated,
+  capture {dir, calls} with --capture, attention_kernels ({format: sdpa|emulate|triton|gluon}, what ran) and
+  attention_kernel_fallbacks ({format: why "auto" ran Triton where it runs Gluon on a newer Triton}, when any),
+  peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; absent on CPU). An accuracy summary has samples, videos_generated,
   videos_reused, accuracy_log and log_dir (relative to RUN), wall_s. Either summary of a run on several
   processes (`fsbench run --gpus N`) has parallel {processes, device, cfg, ulysses, replicas, backend,
   device_name, launcher, samples_per_replica (Offline)}. Every summary has command (the `fsbench ...`
@@ -44,6 +49,7 @@ from fsbench.errors import FsbenchError
 BENCHMARK = "wan-2.2-t2v-a14b"
 MANIFEST = "manifest.json"
 LATENT = "latent.pt"
+LOG = "fsbench.log"
 VIDEOS = "videos"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the attention peers of `fsbench kernels bench` for sm_90 only, on the H200 node (nvcc >= 12.3, torch,
 # setuptools, wheel, ninja; no network), from the sources scripts/peer_sources.sh laid out in SRC_DIR, into wheels
-# in wheelhouse/ (git-ignored; scripts/device_env.sh installs them), against the node's own torch:
+# in wheelhouse/ (git-ignored; scripts/install_offline.sh installs them), against the node's own torch:
 #   sage2: SageAttention's sm90 kernel (INT8 QK, FP8 PV) and the CUDA quantization kernels it calls; its sm80 and
 #          sm89 kernels are left out (a build-time edit of its setup.py, made in the scratch copy);
 #   fa3:   FlashAttention-3's forward at head dim 128, FP8 e4m3 (and BF16, which its API links against), every other

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# On the H200 (wheels in wheelhouse/; see device_env.sh): the CUDA-emulator tests, then paper Table 4 at the paper's
+# On the H200 (fsbench installed from wheelhouse/; see device_e2e.sh): the CUDA-emulator tests, then paper Table 4
+# at the paper's
 # shape with ten seeds (extra arguments go to the ablation, e.g. --formats bf16). The JSON is rewritten after every seed, so a stopped run keeps what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+scripts/install_offline.sh wheelhouse --model a14b-synthetic
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/device.txt"

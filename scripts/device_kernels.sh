@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Kernel benchmarks on the H200 (wheels in wheelhouse/; see device_env.sh): `fsbench kernels bench` at both shapes
+# Kernel benchmarks on the H200 (fsbench installed from wheelhouse/; see device_e2e.sh): `fsbench kernels bench` at
+# both shapes
 # (JSON and markdown rewritten after each shape), `fsbench kernels check` of the Triton and the Gluon
 # kernels, then the GPU tests (both kernels); all under $OUT. Extra arguments go to the bench
 # (e.g. --rows triton-fused-mxfp8,sdpa-cudnn-bf16). The default limits (BENCH_S, CHECK_S per engine, TESTS_S)
 # add up to 550 s, inside one 600 s device call (2026-12-03: every row at both shapes took 130 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+scripts/install_offline.sh wheelhouse --model a14b-synthetic
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/device.txt"

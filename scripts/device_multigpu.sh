@@ -7,7 +7,7 @@
 # Usage: scripts/device_multigpu.sh [singlestream|offline|baseline|all]   (default all; one phase per device call
 # keeps each under the 10-minute command limit at the default counts). Results: $OUT/<phase>-<schedule>/ run
 # folders (manifest.json holds the layout under results.<Scenario>.performance.parallel) and $OUT/commands.txt.
-# Wheels in wheelhouse/ as for scripts/device_e2e.sh.
+# fsbench is installed from wheelhouse/ as for scripts/device_e2e.sh.
 #
 # Knobs (environment): GPUS (8), STEPS (20), SS_COUNT (SingleStream queries per schedule, 2; 64 gives a VALID
 # result), OFF_COUNT (Offline samples, = GPUS), SCHEDULES ("bf16 mxfp8 hybrid"), GEMM (fp8), OUT (results/h200x8).
@@ -17,7 +17,7 @@
 # a longer call is possible.
 #
 # The same runs under torchrun (every process one rank; fsbench reads WORLD_SIZE):
-#   torchrun --nproc_per_node=8 -m harness run --model a14b-synthetic --scenario SingleStream --schedule hybrid \
+#   torchrun --nproc_per_node=8 -m fsbench run --model a14b-synthetic --scenario SingleStream --schedule hybrid \
 #     --cfg-parallel 2 --ulysses 4 --gemm fp8 --count 2 --time 0 --target-latency 45000
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ SCHEDULES=${SCHEDULES:-"bf16 mxfp8 hybrid"}
 GEMM=${GEMM:-fp8}
 OUT=${OUT:-results/h200x8}
 export FSBENCH_DIST_TIMEOUT=${FSBENCH_DIST_TIMEOUT:-3600}
-source scripts/device_env.sh
+scripts/install_offline.sh wheelhouse --model a14b-synthetic
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader || true
 nvidia-smi topo -m || true

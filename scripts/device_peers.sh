@@ -25,8 +25,8 @@ else
     | tee -a "$OUT/device.txt"
 fi
 wheels=(wheelhouse/nvidia_cudnn_frontend-*.whl wheelhouse/sageattention-*.whl wheelhouse/flash_attn_3-*.whl)
-((${#wheels[@]})) && python3 -m pip install -q --no-index --no-deps --target /tmp/site "${wheels[@]}"
-export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# the kernels need nothing of the wheelhouse but these and fsbench itself (the image has torch and triton)
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . "${wheels[@]}"
 rows=gluon-fused-mxfp8,sdpa-cudnn-bf16
 for pair in cudnn-fp8:cudnn fa3-fp8:flash_attn_interface sage2-fp8:sageattention._qattn_sm90; do
   if python3 -c "import ${pair#*:}" 2>>"$OUT/imports.log"; then rows=${pair%%:*},$rows; fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Latency parts on one H200 (no network; wheels from wheelhouse/ as scripts/device_e2e.sh describes):
+# Latency parts on one H200 (no network; fsbench installed from wheelhouse/ as scripts/device_e2e.sh describes):
 # the parts of one a14b-synthetic 720x1280x81 SingleStream video, per GEMM kind (bf16, fp8) and attention
 # format (bf16, mxfp8, mxfp6, mxfp4), written to $OUT/device_speed.json after every measurement, then the
 # Table 6 latency columns assembled from them ($OUT/speed.md, $OUT/speed.json). scripts/device_speed.py
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/h200/device-speed}
 export PYTHONUNBUFFERED=1
-source scripts/device_env.sh
+scripts/install_offline.sh wheelhouse --model a14b-synthetic
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
 python3 -c "import torch, triton, diffusers as d; print(torch.__version__, triton.__version__, d.__version__, sep=' / ')"
 python3 scripts/device_speed.py measure --out "$OUT" --budget-s 510 "$@"

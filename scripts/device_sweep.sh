@@ -12,8 +12,8 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 shopt -s nullglob
 wheels=(wheelhouse/nvidia_cudnn_frontend-*.whl wheelhouse/sageattention-*.whl wheelhouse/flash_attn_3-*.whl)
-((${#wheels[@]})) && python3 -m pip install -q --no-index --no-deps --target /tmp/site "${wheels[@]}"
-export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# the kernels need nothing of the wheelhouse but these and fsbench itself (the image has torch and triton)
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . "${wheels[@]}"
 timeout "${SWEEP_S:-480}" python3 -m fsbench kernels bench --sweep --repeats 5 --clock-seconds "${CLOCK_S:-3}" \
   --json "$OUT/sweep.json" --markdown "$OUT/sweep.md" "$@" >"$OUT/sweep.log" 2>&1
 tail -46 "$OUT/sweep.log"  # the whole table

@@ -1,5 +1,6 @@
 """Download the MLPerf text-to-video data on a connected machine: the 248 VBench prompts (sha256 checked)
-and the fixed initial latent, into $FSBENCH_DATA or --out. Files are written atomically."""
+and the fixed initial latent (git blob id checked), into $FSBENCH_DATA or --out. Files are written atomically,
+and only once verified."""
 from __future__ import annotations
 
 import hashlib
@@ -8,11 +9,12 @@ from pathlib import Path
 
 import click
 
+from fsbench.harness.dataset import LATENT_FILE, LATENT_GIT_BLOB, LATENT_SHAPE, git_blob_id
 from fsbench.harness.results import atomic_write
 
-BASE = "https://github.com/mlcommons/inference/raw/master/text_to_video/wan-2.2-t2v-a14b/data/"
+COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"  # mlcommons/inference, as the reference runs it
+BASE = f"https://github.com/mlcommons/inference/raw/{COMMIT}/text_to_video/wan-2.2-t2v-a14b/data/"
 PROMPTS_SHA256 = "f45433f7d3f6ac055613bb36ea21f38120e3cb5873d91f7e621477761b7284e8"
-LATENT_SHAPE = (1, 16, 21, 90, 160)
 
 
 def fetch(name: str) -> bytes:
@@ -25,7 +27,7 @@ def fetch(name: str) -> bytes:
               help="Data folder [default: $FSBENCH_DATA].")
 @click.option("--skip-latent", is_flag=True, help="Fetch only the prompts.")
 def main(out: Path, skip_latent: bool) -> None:
-    """vbench_prompts.txt (verified) and fixed_latent.pt (shape-checked)."""
+    """vbench_prompts.txt (sha256 verified) and fixed_latent.pt (git blob id and shape verified)."""
     prompts = fetch("vbench_prompts.txt")
     digest = hashlib.sha256(prompts).hexdigest()
     if digest != PROMPTS_SHA256:
@@ -35,20 +37,14 @@ def main(out: Path, skip_latent: bool) -> None:
     click.echo(f"{out / 'vbench_prompts.txt'}: 248 prompts, sha256 verified")
     if skip_latent:
         return
-    import torch
-
-    latent = fetch("fixed_latent.pt")
-    path = atomic_write(out / "fixed_latent.pt", lambda tmp: tmp.write_bytes(latent))
-    try:
-        tensor = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable download is the same user-facing problem
-        path.unlink()
-        raise click.ClickException(f"fixed_latent.pt is not a torch tensor file ({exc}); a git LFS pointer? "
-                                   f"download it by hand from {BASE}fixed_latent.pt") from exc
-    if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != LATENT_SHAPE:
-        path.unlink()
-        raise click.ClickException(f"fixed_latent.pt does not hold a {LATENT_SHAPE} tensor")
-    click.echo(f"{path}: {tuple(tensor.shape)} {tensor.dtype}; use it with fsbench run --latent {path}")
+    latent = fetch(LATENT_FILE)
+    blob = git_blob_id(latent)
+    if blob != LATENT_GIT_BLOB:
+        raise click.ClickException(f"{LATENT_FILE} has git blob id {blob}, expected {LATENT_GIT_BLOB} (a git LFS "
+                                   f"pointer, or another file?): download it by hand from {BASE}{LATENT_FILE}")
+    path = atomic_write(out / LATENT_FILE, lambda tmp: tmp.write_bytes(latent))
+    click.echo(f"{path}: MLPerf's initial latent {LATENT_SHAPE}, git blob {blob} verified; the mlperf preset reads "
+               "it from $FSBENCH_DATA")
 
 
 if __name__ == "__main__":

@@ -30,14 +30,22 @@ def test_cli_offers_the_registry_names_for_a_run_and_for_the_kernel_check():
     assert set(registry.HOPPER) == {i.name for i in registry.TABLE if i.hopper is not None} and registry.HOPPER
 
 
+_PACKAGE_LOOKUPS = {"version", "_version", "find_spec", "import_module"}
+
+
 def _distribution_lists(tree: ast.AST) -> set[int]:
-    """ids of string constants inside a tuple or list that also names torch: a list of Python distributions (the
-    environment record), where "triton" is the package, not the kernel."""
+    """ids of string constants that name a Python distribution, where "triton" is the package, not the kernel:
+    inside a tuple or list that also names torch (the environment record), or the argument of a package lookup
+    (`version("triton")`, `find_spec("triton")`)."""
     skip = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Tuple, ast.List)) and any(
                 isinstance(e, ast.Constant) and e.value == "torch" for e in node.elts):
             skip |= {id(e) for e in node.elts}
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name in _PACKAGE_LOOKUPS:
+                skip |= {id(a) for a in node.args if isinstance(a, ast.Constant)}
     return skip
 
 

@@ -19,7 +19,6 @@ from fsbench.harness.schedule import load as load_schedule
 from fsbench.kernels.registry import RUN_CHOICES
 
 
-
 class ScheduledAttention:
     """The handle `fsbench.apply` returns: what ran (`kernels_used`, `calls`, `per_step()`) and `remove()`; as a
     context manager it removes the routing on exit."""
@@ -82,7 +81,7 @@ class ScheduledAttention:
         value = float(timestep.max())  # per-token timesteps (expand_timesteps) hold the step's t and zeros
         step = min(range(len(self._values)), key=lambda i: abs(self._values[i] - value))
         if step != self.router.step:
-            self.router.step, self.router.cfg_pass = step, -1
+            self.router.set_step(step)
 
 
 def apply(pipe: Any, schedule: str | Schedule = "hybrid", impl: str = "auto", *, capture: bool = False,

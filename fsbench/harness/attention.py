@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,10 +27,10 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.kernels.registry import AUTO
 from fsbench.harness.results import atomic_write, atomic_write_text
 from fsbench.harness.schedule import ResolvedSchedule
 from fsbench.kernels import op
+from fsbench.kernels.registry import AUTO
 
 Core = Callable[..., torch.Tensor]
 CFG_PASSES = ("cond", "uncond")
@@ -105,6 +106,7 @@ class SelfAttentionRouter:
         kernel for the MX formats (bf16 always runs SDPA)."""
         self.schedule, self.impl, self.capture, self.core = schedule, impl, capture, core
         self.kernels_used: dict[str, str] = {}  # format -> the implementation that ran it (for the manifest)
+        self.kernel_fallbacks: dict[str, str] = {}  # format -> why "auto" passed over a faster kernel (manifest)
         self.video = -1
         self.step = 0
         self.expert = ""
@@ -127,7 +129,7 @@ class SelfAttentionRouter:
                 self._processors.append(processor)
                 block.attn1.set_processor(processor)
         self._previous_core = op.set_core(self._op_call)
-        self._set_step(self.step)
+        self.set_step(self.step)
 
     def uninstall(self) -> None:
         """Give attn1 back diffusers' own processor and drop the step hooks (the pipeline can be reused)."""
@@ -142,18 +144,18 @@ class SelfAttentionRouter:
         op.set_core(self._previous_core)
 
     def begin_video(self, video: int) -> None:
-        self.video, self.cfg_pass, self.expert = video, -1, ""
-        self._set_step(0)
+        self.video, self.expert = video, ""
+        self.set_step(0)
 
     def on_step_end(self, pipe: Any, step: int, timestep: Any, callback_kwargs: dict) -> dict:
         """`callback_on_step_end` for the pipeline: the next forward belongs to step `step + 1`."""
-        self.cfg_pass = -1
-        self._set_step(step + 1)
+        self.set_step(step + 1)
         return {}
 
-    def _set_step(self, step: int) -> None:
-        """Hand every processor the format and kernel of its layer at `step` (the op's string arguments)."""
-        self.step = step
+    def set_step(self, step: int) -> None:
+        """The next forward belongs to `step`, first CFG pass: hand every processor the format and kernel of its
+        layer at `step` (the op's string arguments)."""
+        self.step, self.cfg_pass = step, -1
         if step >= len(self.schedule.table):
             return
         for processor in self._processors:
@@ -183,6 +185,11 @@ class SelfAttentionRouter:
         impl = AUTO if fmt == "bf16" else self.impl
         if fmt not in self.kernels_used:
             self.kernels_used[fmt] = kernels.resolve_impl(fmt, impl, q.device, q.shape[-1])
+            reason = kernels.auto_fallback(fmt, q.device, q.shape[-1]) if impl == AUTO else None
+            if reason is not None:
+                self.kernel_fallbacks[fmt] = reason
+                logging.getLogger("fsbench").warning("%s attention runs impl=%s: %s", fmt, self.kernels_used[fmt],
+                                                     reason)
         if self.capture is None:
             return kernels.attention(q, k, v, fmt, impl=impl, layout="BSHD")
         out, stats = kernels.attention_with_stats(q, k, v, fmt, impl=impl, layout="BSHD")

@@ -3,16 +3,25 @@ defines its commands and knows nothing of this group."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_eval, cli_kernels, cli_run, cli_submission
+from fsbench.harness import cli_doctor, cli_eval, cli_kernels, cli_run, cli_submission, logs
 
 
 class _Fsbench(click.Group):
-    """Turns user errors (FsbenchError, ValueError) into one line on stderr and exit code 2."""
+    """Turns user errors (FsbenchError, ValueError) into one line on stderr and exit code 2, and keeps the
+    arguments for the run's log file."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        argv = list(args)
+        ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta[logs.ARGV] = argv
+        return ctx
 
     def invoke(self, ctx: click.Context):
         try:
@@ -24,10 +33,13 @@ class _Fsbench(click.Group):
 
 @click.group(cls=_Fsbench)
 @click.version_option(__version__, prog_name="fsbench")
-def main() -> None:
+@click.option("-v", "--verbose", count=True, help="Say more: -v info lines, -vv debug.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and results: no progress bars, no warnings.")
+def main(verbose: int, quiet: bool) -> None:
     """fsbench: MLPerf-style Wan2.2 text-to-video benchmark with Fused-Softmax attention."""
+    logs.configure(verbose, quiet)
 
 
 for _command in (cli_run.run, cli_run.sweep, cli_run.schedules, cli_eval.eval_cmd, cli_eval.compare,
-                 cli_kernels.kernels, cli_submission.submission):
+                 cli_kernels.kernels, cli_submission.submission, cli_doctor.doctor_cmd):
     main.add_command(_command)

@@ -9,7 +9,7 @@ import click
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import distributed, loadgen_driver, runner, speed
+from fsbench.harness import distributed, loadgen_driver, logs, runner, speed
 from fsbench.harness.presets import preset_names
 from fsbench.harness.schedule import builtin_names
 from fsbench.harness.schedule import load as load_schedule
@@ -36,7 +36,8 @@ _generation = _options_decorator([
                  help="One prompt per line [default: tiny's own prompts, else $FSBENCH_DATA/vbench_prompts.txt]."),
     click.option("--num-prompts", type=int, help="Use only the first N prompts."),
     click.option("--latent", "latent_file", type=click.Path(path_type=Path),
-                 help="Fixed initial latent (MLPerf fixed_latent.pt) [default: N(0,1) from seed 42]."),
+                 help="Fixed initial latent file [default: $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at "
+                      "720x1280x81, else N(0,1) from the seed]."),
     click.option("--height", type=int, help="Override the preset's height (multiple of 16)."),
     click.option("--width", type=int, help="Override the preset's width (multiple of 16)."),
     click.option("--frames", "num_frames", type=int, help="Override the preset's frame count (4k+1)."),
@@ -124,6 +125,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     if warm_up and layout.processes > 1:
         raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
     if layout.processes > 1:
+        logs.attach(run_dir)
         summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
                                                      profile))
         if summary is not None:  # rank 0
@@ -131,6 +133,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
             click.echo(f"results: {run_dir}")
         return
     runner.open_run_dir(run_dir, spec, system, device)
+    logs.attach(run_dir)
     pipe = runner.load_pipeline(spec, device)
     record = speed.apply(pipe, options)
     with speed.cudnn_first():
@@ -177,6 +180,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
         return
     for spec, slug in zip(specs, slugs):
         runner.open_run_dir(out / slug, spec, system, device)
+        logs.attach(out / slug)
     pipe = runner.load_pipeline(specs[0], device)
     record = speed.apply(pipe, options)
     for spec, slug in zip(specs, slugs):

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -14,6 +16,12 @@ from fsbench.harness.tiny import TINY_PROMPTS
 from fsbench.rundir import video_name
 
 PROMPTS_FILE = "vbench_prompts.txt"
+# MLPerf's initial latent: text_to_video/wan-2.2-t2v-a14b/data/fixed_latent.pt of mlcommons/inference at
+# b66003e10e2db4b8c36a448b0545ec90fcc6e9e9, known by its git blob id. The `mlperf` preset starts every video from it.
+LATENT_FILE = "fixed_latent.pt"
+LATENT_GIT_BLOB = "7c88cf35aa26a98e81a432a8cea22ba5f6b8ef04"
+LATENT_SHAPE = (1, 16, 21, 90, 160)
+LATENT_PRESET = "mlperf"
 MAX_NAME_BYTES = 240  # file systems cap names at 255 bytes; `-0.mp4` and a temp suffix need the rest
 
 
@@ -55,6 +63,54 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
             raise FsbenchError(f"prompt {i} cannot name a video file (contains '/' or is too long): {text[:60]!r}")
     digest = hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest()
     return Prompts(tuple(texts), source, digest)
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git gives a file of these bytes (how the MLPerf repository names its fixed_latent.pt)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Latent:
+    """The initial latent of a run and where it came from: a file (with its sha256 and git blob id) or a seed."""
+
+    tensor: torch.Tensor
+    source: str
+    file_sha256: str | None = None
+    git_blob: str | None = None
+
+    @property
+    def official(self) -> bool:
+        """True for MLPerf's own fixed_latent.pt, the only latent a closed-division result may use."""
+        return self.git_blob == LATENT_GIT_BLOB
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "shape": list(self.tensor.shape), "file_sha256": self.file_sha256,
+                "git_blob": self.git_blob, "official": self.official}
+
+
+def default_latent_file(settings: Settings) -> Path | None:
+    """$FSBENCH_DATA/fixed_latent.pt for the `mlperf` preset at MLPerf's video size, else None (seeded)."""
+    if settings.preset != LATENT_PRESET or settings.latent_shape != LATENT_SHAPE:
+        return None
+    return Path(os.environ.get("FSBENCH_DATA") or ".") / LATENT_FILE
+
+
+def load_latent(settings: Settings, path: Path | None = None) -> Latent:
+    """The latent from `path`, else MLPerf's file where the preset asks for it, else N(0,1) from the seed. A
+    missing MLPerf file is said in one warning line and the seeded latent is recorded as such."""
+    if path is None:
+        official = default_latent_file(settings)
+        if official is not None and official.is_file():
+            path = official
+        elif official is not None:
+            logging.getLogger("fsbench").warning(
+                "no MLPerf %s at %s: starting from N(0,1) of seed %d instead (a closed submission refuses this run); "
+                "fetch it with scripts/fetch_dataset.py and set FSBENCH_DATA", LATENT_FILE, official, settings.seed)
+    if path is None:
+        return Latent(fixed_latent(settings), f"seed {settings.seed}")
+    data = Path(path).read_bytes() if Path(path).is_file() else b""
+    return Latent(fixed_latent(settings, path), str(path), hashlib.sha256(data).hexdigest(), git_blob_id(data))
 
 
 def fixed_latent(settings: Settings, path: Path | None = None) -> torch.Tensor:

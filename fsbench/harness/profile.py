@@ -59,6 +59,25 @@ class Clock:
         return end - start
 
 
+class GpuPeak:
+    """Peak GPU memory of each video: torch.cuda.max_memory_allocated, reset before the video; None on a CPU."""
+
+    def __init__(self) -> None:
+        self.bytes: int | None = None  # the largest peak of any video so far
+
+    @contextlib.contextmanager
+    def video(self, record: dict[str, Any] | None = None) -> Iterator[None]:
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        yield
+        peak = torch.cuda.max_memory_allocated() if cuda else None
+        if peak is not None:
+            self.bytes = max(self.bytes or 0, peak)
+        if record is not None:
+            record["peak_gpu_memory_bytes"] = peak
+
+
 class Profiler:
     """Hooks on one pipeline that time every region of every video it generates.
 
@@ -73,6 +92,7 @@ class Profiler:
         self.fine = True
         self._undo: list[Any] = []
         self._router: Any = None
+        self.peak = GpuPeak()
         self._reset()
 
     def _reset(self) -> None:
@@ -200,7 +220,8 @@ class Profiler:
         """Around one generated video: resets the spans, then resolves them into `self.videos`."""
         self._reset()
         wall = time.perf_counter()
-        with self.energy.window() as window:
+        memory: dict[str, Any] = {}
+        with self.energy.window() as window, self.peak.video(memory):
             self._window = window
             start = window.mark()
             yield
@@ -210,6 +231,7 @@ class Profiler:
         record["joules"] = window.joules(start, end)
         record["denoise_joules"] = window.joules(*self._denoise_marks) if len(self._denoise_marks) == 2 else None
         split_joules(record)
+        record.update(memory)
         self._window = None
         self.videos.append(record)
 
@@ -254,6 +276,7 @@ class Profiler:
                   "self_attention_share": statistics.fmean(r["self_attention_s"] / r["total_s"] for r in rows)}
             for fmt, rows in sorted(by_fmt.items())}
         out["energy"] = energy_summary(self.videos, self.energy.describe())
+        out["peak_gpu_memory_bytes"] = self.peak.bytes
         named = sum(out[p] for p in phases[:-1])
         out["unattributed_s"] = out["wall_s"] - named
         if loadgen and "latency_mean_ns" in loadgen:
@@ -282,6 +305,9 @@ def format_table(summary: dict[str, Any]) -> str:
         value = summary[f"{name}_s"]
         lines.append(f"| {name} | {value:.4f} | {value / wall:.1%} |")
     lines.append(f"| video (wall) | {wall:.4f} | 100% |")
+    if summary.get("peak_gpu_memory_bytes") is not None:
+        lines += ["", f"Peak GPU memory of one video: {summary['peak_gpu_memory_bytes'] / 2**30:.2f} GiB "
+                      "(torch.cuda.max_memory_allocated)"]
     if "loadgen_overhead_s" in summary:
         lines.append(f"| LoadGen overhead (latency - wall) | {summary['loadgen_overhead_s']:.4f} | "
                      f"{summary['loadgen_overhead_s'] / summary['loadgen_latency_mean_s']:.2%} |")
@@ -367,7 +393,10 @@ class _TimedCrossAttention:
 
 
 class NullProfiler:
-    """What the runner uses without --profile: every region is a no-op."""
+    """What the runner uses without --profile: every region is a no-op; only the peak GPU memory is kept."""
+
+    def __init__(self) -> None:
+        self.peak = GpuPeak()
 
     @contextlib.contextmanager
     def region(self, name: str) -> Iterator[None]:
@@ -375,4 +404,5 @@ class NullProfiler:
 
     @contextlib.contextmanager
     def video(self, index: int) -> Iterator[None]:
-        yield
+        with self.peak.video():
+            yield

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fsbench import rundir
-from fsbench.harness import dataset, loadgen_driver, pipeline, results
+from fsbench.harness import dataset, loadgen_driver, logs, pipeline, results
 from fsbench.harness.attention import Capture, SelfAttentionRouter
 from fsbench.harness.presets import Settings, build_settings
 from fsbench.harness.profile import NullProfiler, Profiler
@@ -45,7 +46,7 @@ class RunSpec:
     schedule: ResolvedSchedule
     prompts: dataset.Prompts
     latent: torch.Tensor
-    latent_source: str
+    latent_info: dict[str, Any]  # dataset.Latent.as_dict(): source, shape, file digests, official
 
     @property
     def model_tag(self) -> str:
@@ -59,9 +60,8 @@ def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Pat
     parsed = schedule if isinstance(schedule, Schedule) else load_schedule(schedule)
     resolved = parsed.resolve(settings.steps, pipeline.num_layers(model))
     prompts = dataset.load_prompts(prompts_file, model, num_prompts)
-    latent = dataset.fixed_latent(settings, latent_file)
-    source = str(latent_file) if latent_file else f"seed {settings.seed}"
-    return RunSpec(model, settings, resolved, prompts, latent, source)
+    latent = dataset.load_latent(settings, latent_file)
+    return RunSpec(model, settings, resolved, prompts, latent.tensor, latent.as_dict())
 
 
 def schedule_slug(schedule: ResolvedSchedule) -> str:
@@ -87,7 +87,7 @@ def open_run_dir(run: Path, spec: RunSpec, system: str, device: torch.device) ->
         "system": system,
         "device": device_info(device, spec.model),
         "settings": {**spec.settings.as_dict(), "latent_sha256": sha},
-        "latent": {"file": rundir.LATENT, "source": spec.latent_source, "shape": list(spec.latent.shape)},
+        "latent": {"file": rundir.LATENT, **spec.latent_info},
         "schedule": {"name": spec.schedule.name, "spec": spec.schedule.spec, "by_step": spec.schedule.by_step()},
         "prompts": spec.prompts.as_dict(),
         "videos": rundir.VIDEOS,
@@ -108,7 +108,7 @@ def device_info(device: torch.device, model: str) -> dict[str, Any]:
 def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
     """Step 5: the diffusers pipeline, with its per-video denoising bar kept short-lived."""
     pipe = pipeline.build(spec.model, spec.settings, device)
-    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step")
+    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=logs.quiet())
     return pipe
 
 
@@ -209,7 +209,8 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     try:
         serving = contextlib.nullcontext((generator, 1)) if team is None else team.serve(generator)
         with serving as (generate, concurrency), \
-                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video") as bar:
+                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video",
+                     disable=logs.quiet()) as bar:
             summary = loadgen_driver.run_test(generate, total, opts, log_dir, on_sample=bar.update,
                                               concurrency=concurrency)
     finally:
@@ -219,6 +220,10 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     summary["log_dir"] = str(log_dir.relative_to(run))
     summary["overrides"] = opts.overrides()
     summary["attention_kernels"] = dict(sorted(router.kernels_used.items()))
+    if generator.profiler.peak.bytes is not None:
+        summary["peak_gpu_memory_bytes"] = generator.profiler.peak.bytes
+    if router.kernel_fallbacks:
+        summary["attention_kernel_fallbacks"] = dict(sorted(router.kernel_fallbacks.items()))
     if opts.mode == "accuracy":
         summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
@@ -234,6 +239,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     if profiler is not None:
         summary["profile"] = profiler.write(run, summary)
     results.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
+    logging.getLogger("fsbench").info("%s (%s)", describe(summary), spec.schedule.name)
     return summary
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from fsbench.errors import FsbenchError
 from fsbench.harness import accuracy_log, system_desc, test04
+from fsbench.harness.dataset import LATENT_FILE, LATENT_GIT_BLOB
 from fsbench.harness.results import atomic_write_text
 from fsbench.harness.submission_rules import SCENARIOS, Problem, check, read_mllog
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
@@ -80,7 +81,8 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     staging = Path(tempfile.mkdtemp(dir=out, prefix=".fsbench-staging-"))
     try:
         tree = staging / division / submitter
-        problems = _build(tree, sources, manifests, division, submitter, system, system_toml, data)
+        problems = _latent_problems(manifests) if division == "closed" else []
+        problems += _build(tree, sources, manifests, division, submitter, system, system_toml, data)
         problems += check(staging)
         report = Report(final, problems)
         if not any(p.severity == "error" for p in problems):
@@ -107,6 +109,19 @@ def _same_system_under_test(manifests: list[tuple[Path, dict[str, Any]]]) -> Non
                 raise FsbenchError(f"{path} and {first_path} differ in {key}: package runs of one configuration")
         if (manifest.get("schedule") or {}).get("spec") != (first.get("schedule") or {}).get("spec"):
             raise FsbenchError(f"{path} and {first_path} use different schedules: package one schedule at a time")
+
+
+def _latent_problems(manifests: list[tuple[Path, dict[str, Any]]]) -> list[Problem]:
+    """A closed result starts every video from MLPerf's fixed_latent.pt: one error for each run that did not."""
+    problems = []
+    for path, manifest in manifests:
+        latent = manifest.get("latent") or {}
+        if latent.get("git_blob") != LATENT_GIT_BLOB:
+            problems.append(Problem(str(path), f"started from the latent {latent.get('source', '(not recorded)')!r}, "
+                                    f"not MLPerf's {LATENT_FILE} (git blob {LATENT_GIT_BLOB}) that the closed "
+                                    "division needs: fetch it with scripts/fetch_dataset.py, set FSBENCH_DATA and run "
+                                    "again"))
+    return problems
 
 
 def _collect(manifests: list[tuple[Path, dict[str, Any]]]) -> list[Sources]:

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 AUDIT_CONFIG = """\
-# MLPerf compliance TEST04 (audit.config): issue sample 3 for every query, performance mode.
+# MLPerf compliance TEST04 (audit.config): issue sample 3 for every query, performance mode; the lines of the
+# official compliance/TEST04/audit.config that apply to wan-2.2-t2v-a14b's two scenarios.
 *.Offline.mode = 2
 *.Offline.performance_issue_unique = 0
 *.Offline.performance_issue_same = 1
@@ -20,6 +21,8 @@ AUDIT_CONFIG = """\
 *.SingleStream.performance_issue_unique = 0
 *.SingleStream.performance_issue_same = 1
 *.SingleStream.performance_issue_same_index = 3
+wan-2.2-t2v-a14b.Offline.min_query_count = 20
+wan-2.2-t2v-a14b.SingleStream.min_query_count = 20
 """
 _EARLY_STOPPING = re.compile(r".*Early stopping (90th|90.0th|99.9th) percentile estimate")
 

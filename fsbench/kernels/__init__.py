@@ -38,4 +38,12 @@ def resolve_impl(fmt: str, impl: str, device: "torch.device", head_dim: int) -> 
     return _resolve_impl(fmt, impl, device, head_dim)
 
 
-__all__ = ["attention", "attention_with_stats", "resolve_impl"]
+def auto_fallback(fmt: str, device: "torch.device", head_dim: int) -> str | None:
+    """Why `impl="auto"` passed over a kernel that takes this call but whose software is missing (an older Triton
+    without Gluon runs the Triton kernel), else None."""
+    from fsbench.kernels.registry import auto_fallback as _auto_fallback
+
+    return _auto_fallback(fmt, device, head_dim)
+
+
+__all__ = ["attention", "attention_with_stats", "auto_fallback", "resolve_impl"]

@@ -35,20 +35,30 @@ class Impl:
     head_dims: tuple[int, ...] | None = None  # None: any
     package: str | None = None  # a module it imports
     hopper: launch.HopperKernel | None = None  # the Hopper kernel behind it, for the tools that launch it directly
+    requires: Callable[[], str | None] | None = None  # what its package must offer beyond importing: why not, or None
 
     def unmet(self, fmt: str, device: torch.device, head_dim: int) -> str | None:
         """Why this implementation cannot run `fmt` at `head_dim` on `device`; None when it can."""
+        return self._unfit(fmt, device, head_dim) or self._missing()
+
+    def _unfit(self, fmt: str, device: torch.device, head_dim: int) -> str | None:
+        """What of the call (format, head dim, GPU) this implementation does not take."""
         if fmt not in self.formats:
             return f"impl={self.name!r} computes {', '.join(self.formats)}, not {fmt}"
         if self.head_dims is not None and head_dim not in self.head_dims:
             return f"impl={self.name!r} supports head_dim {self.head_dims}, got {head_dim}"
-        if self.package is not None and importlib.util.find_spec(self.package) is None:
-            return f"impl={self.name!r} needs the {self.package} package"
         if self.capability is not None and device_capability(device) != self.capability:
             major, minor = self.capability
             return (f"impl={self.name!r} runs on a CUDA sm_{major}{minor} GPU, not {device}; "
                     f"use impl={EMULATE!r}")
         return None
+
+    def _missing(self) -> str | None:
+        """What of the software this implementation needs is missing here."""
+        if self.package is not None and importlib.util.find_spec(self.package) is None:
+            return f"impl={self.name!r} needs the {self.package} package"
+        why = self.requires() if self.requires is not None else None
+        return None if why is None else f"impl={self.name!r}: {why}"
 
 
 def device_capability(device: torch.device) -> tuple[int, int] | None:
@@ -84,7 +94,7 @@ _HOPPER = (9, 0)  # FP8 wgmma
 TABLE = (
     Impl(SDPA, _sdpa, ("bf16",)),
     Impl(GLUON, _hopper(launch.GLUON_KERNEL), MX_FORMATS, _HOPPER, launch.GLUON_KERNEL.head_dims, "triton",
-         launch.GLUON_KERNEL),
+         launch.GLUON_KERNEL, launch.gluon_missing),
     Impl(TRITON, _hopper(launch.TRITON_KERNEL), MX_FORMATS, _HOPPER, launch.TRITON_KERNEL.head_dims, "triton",
          launch.TRITON_KERNEL),
     Impl(EMULATE, _emulate, FORMATS),
@@ -110,3 +120,12 @@ def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> st
     if impl != AUTO:
         return get(impl).name
     return next(entry.name for entry in TABLE if entry.unmet(fmt, device, head_dim) is None)
+
+
+def auto_fallback(fmt: str, device: torch.device, head_dim: int) -> str | None:
+    """Why `auto` passed over an earlier entry that takes this call (format, head dim, GPU) but whose software is
+    missing here (an older Triton without Gluon, say); None where it passed over none."""
+    for entry in TABLE:
+        if entry._unfit(fmt, device, head_dim) is None:
+            return entry._missing()
+    return None

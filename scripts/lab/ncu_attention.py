@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Launch each Hopper attention kernel once, for Nsight Compute: the Triton autotuner is pinned to the
 configuration it picks on the H200 (64 rows, 4 warps, 2 stages, 168 registers), so no tuning launches
-are profiled. Run under ncu on the H200 (`source scripts/device_env.sh` first):
+are profiled. Run under ncu on the H200 (`scripts/install_offline.sh wheelhouse` first):
 
   ncu --clock-control none -k regex:attention_kernel --section SpeedOfLight --section ComputeWorkloadAnalysis \\
       --section SchedulerStats --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis \\

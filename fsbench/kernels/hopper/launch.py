@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -285,6 +286,25 @@ def _launch_gluon(run: Launch) -> None:
     attention_kernel[(run.sizes.s_qpad // t.block_m, run.heads)](
         descriptor(run.q, [t.block_m // 2, d]), descriptor(run.k, [bn, d]), descriptor(run.v, [d, bn]),
         *run.tensors(), *run.sizes.args(), BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **run.consts)
+
+
+GLUON_TRITON = (3, 6)  # the Triton release the Gluon kernel was tested on (results/, setup.cfg's gpu extra)
+
+
+@functools.lru_cache(maxsize=None)
+def gluon_missing() -> str | None:
+    """None where this Triton has the Gluon kernel's language, else what is missing and how to get it."""
+    import triton
+
+    need = ".".join(map(str, GLUON_TRITON))
+    found = tuple(int(part) for part in re.findall(r"\d+", triton.__version__)[:2])
+    if found < GLUON_TRITON:
+        return f"triton {triton.__version__} is older than {need}, the Gluon kernel's: pip install 'triton>={need}'"
+    try:
+        import triton.experimental.gluon.language.nvidia.hopper  # noqa: F401
+    except ImportError as exc:
+        return f"triton {triton.__version__} has no Gluon for Hopper ({exc}): pip install 'triton>={need}'"
+    return None
 
 
 @dataclass(frozen=True)
