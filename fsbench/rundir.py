@@ -11,6 +11,7 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
     RUN/videos/<prompt>-0.mp4                           fps from the settings (16)
     RUN/capture/<Scenario>-<mode>/{calls.jsonl,summary.json,qkv/*.pt}   with --capture
     RUN/eval/                                           scores written by `fsbench eval`
+    RUN/.lock                                           the PID of the job writing the folder (flock)
 
 The manifest's keys (all JSON):
 
@@ -46,6 +47,7 @@ LATENT = "latent.pt"
 VIDEOS = "videos"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"
+LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.runlock)
 
 
 def video_name(prompt: str) -> str:

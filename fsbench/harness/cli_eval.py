@@ -8,6 +8,7 @@ import click
 from tqdm import tqdm
 
 from fsbench.errors import FsbenchError
+from fsbench.harness import cli_types, runlock
 
 ALL_METRICS = ("psnr", "ssim", "lpips", "vbench")
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -35,7 +36,7 @@ def _warn(text: str) -> None:
 @click.argument("run", type=RUN_DIR)
 @click.option("--reference", type=RUN_DIR, help="The BF16 run of the same prompts and settings (for PSNR/SSIM/LPIPS).")
 @click.option("--metrics", default=",".join(ALL_METRICS), show_default=True, help="Comma-separated subset.")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=cli_types.PROCESSES, default=None,
               help="Processes for PSNR/SSIM/LPIPS [default: all cores, at most 32].")
 def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | None) -> None:
     """Score RUN's videos against the BF16 run and with VBench; results go to RUN/eval/ (reruns resume)."""
@@ -46,12 +47,13 @@ def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | Non
     fidelity_metrics = [m for m in chosen if m != "vbench"]
     run_folder = Run.open(run)
     incomplete: list[str] = []
-    if fidelity_metrics:
-        if reference is None:
-            raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
-        incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
-    if "vbench" in chosen:
-        incomplete += _vbench(run_folder)
+    if fidelity_metrics and reference is None:
+        raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
+    with runlock.hold(run_folder.path):  # RUN/eval/ has one writer, and never while a run writes the videos
+        if fidelity_metrics:
+            incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
+        if "vbench" in chosen:
+            incomplete += _vbench(run_folder)
     click.echo(f"results: {run_folder.eval_dir}")
     if any("weights missing" in item for item in incomplete):
         _warn(weights.FETCH_HINT)
@@ -111,9 +113,9 @@ def _vbench(run) -> list[str]:
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/runs/compare"),
+@click.option("--out", type=cli_types.OutPath(file_okay=False), default=Path("results/runs/compare"),
               show_default=True, help="Folder for compare.{md,csv,json}, speedup.png and frames.png.")
-@click.option("--frame", type=int, default=None,
+@click.option("--frame", type=cli_types.NON_NEGATIVE_INT, default=None,
               help="Frame for the grid [default: 40, or the middle of shorter videos].")
 @click.option("--prompts", multiple=True,
               help="A prompt for the frame grid (repeat for more) [default: the paper's two].")

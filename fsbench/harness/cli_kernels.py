@@ -6,22 +6,16 @@ from pathlib import Path
 
 import click
 
+from fsbench.errors import FsbenchError
+from fsbench.harness import cli_types
 from fsbench.harness.results import atomic_write_text, provenance
+
+MAX_ABLATION_SCORES = 2**30  # B*H*S*S: the emulator holds the full score matrix
 
 
 @click.group()
 def kernels() -> None:
     """Attention kernels: proxy-table, ablation, bench, check."""
-
-
-def _shape(text: str) -> tuple[int, int, int, int]:
-    try:
-        shape = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        shape = ()
-    if len(shape) != 4:
-        raise click.BadParameter(f"expected B,H,S,D (four integers), got {text!r}")
-    return shape  # type: ignore[return-value]
 
 
 @kernels.command("proxy-table")
@@ -46,16 +40,19 @@ def proxy_table(as_json: bool) -> None:
 
 
 @kernels.command()
-@click.option("--shape", default="1,1,1024,128", show_default=True, help="B,H,S,D of the normal inputs.")
+@click.option("--shape", default="1,1,1024,128", show_default=True, callback=cli_types.shape,
+              help="B,H,S,D of the normal inputs.")
 @click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Inputs to average over.")
 @click.option("--first-seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Seed of the first input (to add seeds to an earlier run with ablation-merge).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, help="Columns to run.")
+@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, callback=cli_types.comma_list(),
+              help="Columns to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON to this file (after every seed).")
-def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str, as_json: bool,
-             out: str | None) -> None:
+@click.option("--out", type=cli_types.OutPath(dir_okay=False),
+              help="Also write the JSON to this file (after every seed).")
+def ablation(shape: tuple[int, int, int, int], seeds: int, first_seed: int, device: str, formats: tuple[str, ...],
+             as_json: bool, out: Path | None) -> None:
     """Paper Table 4: error of each Fused-Softmax component, on the emulator."""
     import torch
     from tqdm import tqdm
@@ -64,8 +61,10 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available here")
-    dims = _shape(shape)
-    columns = tuple(f.strip() for f in formats.split(","))
+    dims, columns = shape, formats
+    if dims[0] * dims[1] * dims[2] ** 2 > MAX_ABLATION_SCORES:
+        raise click.BadParameter(f"B*H*S*S is {dims[0] * dims[1] * dims[2] ** 2:.3g}; the emulator holds the "
+                                 f"scores, at most {MAX_ABLATION_SCORES:.3g}", param_hint="--shape")
     unknown = sorted(set(columns) - set(FORMATS))
     if unknown or not columns:
         raise ValueError(f"--formats: unknown format(s) {unknown}; expected some of {', '.join(FORMATS)}")
@@ -81,9 +80,12 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
     click.echo(text if as_json else format_ablation(result))
 
 
+ABLATION_KEYS = {"shape", "formats", "rows", "seeds", "device"}
+
+
 @kernels.command("ablation-merge")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The merged JSON.")
+@click.option("--out", type=cli_types.OutPath(dir_okay=False), required=True, help="The merged JSON.")
 def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     """Average ablation JSONs of consecutive seed ranges (same shape and formats) into one."""
     from fsbench.kernels.ablation import format_ablation, merge_ablations
@@ -91,12 +93,22 @@ def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     results = []
     for part in parts:
         try:
-            results.append(json.loads(part.read_text()))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{part}: not an ablation JSON ({e})") from e
-    merged = merge_ablations(results)
+            result = json.loads(part.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise FsbenchError(f"{part}: not an ablation JSON ({e})") from e
+        missing = ABLATION_KEYS - set(result) if isinstance(result, dict) else ABLATION_KEYS
+        if missing:
+            raise FsbenchError(f"{part}: not an ablation JSON (no {', '.join(sorted(missing))}); pass files written "
+                               "by `fsbench kernels ablation --out`")
+        results.append(result)
+    try:
+        merged = merge_ablations(results)
+        text = format_ablation(merged)
+    except (KeyError, IndexError, TypeError, AttributeError, ZeroDivisionError) as e:
+        raise FsbenchError(f"{', '.join(map(str, parts))}: malformed ablation JSON ({type(e).__name__}: {e}); "
+                           "pass files written by `fsbench kernels ablation --out`") from e
     atomic_write_text(out, json.dumps(merged, indent=2) + "\n")
-    click.echo(format_ablation(merged))
+    click.echo(text)
 
 
 def _need_hopper() -> str:
@@ -111,14 +123,16 @@ def _need_hopper() -> str:
 
 
 @kernels.command("bench")
-@click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
+@click.option("--shape", "shapes", multiple=True, callback=cli_types.shape,
+              help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
 @click.option("--rows", "row_names", default="", help="comma-separated row names (default: all)")
-@click.option("--repeats", default=7, show_default=True, help="timed calls per row (median reported)")
+@click.option("--repeats", default=7, show_default=True, type=cli_types.POSITIVE_INT,
+              help="timed calls per row (median reported)")
 @click.option("--emulate/--no-emulate", default=True, show_default=True,
               help="also measure the emulator's error at shapes of at most 32768 keys")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON here")
-@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
-@click.option("--clock-seconds", type=click.FloatRange(min=0), default=0, show_default=True,
+@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the results as JSON here")
+@click.option("--markdown", "md_path", type=cli_types.OutPath(dir_okay=False), help="write a markdown table here")
+@click.option("--clock-seconds", type=cli_types.non_negative_float(3600.0), default=0, show_default=True,
               help="then run each row back to back this long, with its SM clock and power (the 700 W cap)")
 def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, json_path: str | None,
           md_path: str | None, clock_seconds: float) -> None:
@@ -134,7 +148,7 @@ def bench(shapes: tuple[str, ...], row_names: str, repeats: int, emulate: bool, 
         click.echo(f"skipping row {row.name}: it {row.missing}", err=True)
     header = provenance(_need_hopper())
     results = []
-    for shape in [_shape(s) for s in shapes] or list(kbench.SHAPES):
+    for shape in list(shapes) or list(kbench.SHAPES):
         results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
                                       progress=_echo_row, hold=_holder(clock_seconds))
         click.echo(kbench.format_table(results))
@@ -165,16 +179,16 @@ def _holder(seconds: float):
 
 
 @kernels.command("check")
-@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True)
+@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True, callback=cli_types.comma_list())
 @click.option("--engine", type=click.Choice(["triton", "gluon"]), default="triton", show_default=True,
               help="which kernel to check")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
-def check(formats: str, engine: str, json_path: str | None) -> None:
+@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the rows as JSON here")
+def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
     from fsbench.kernels import check as kcheck
 
     header = provenance(_need_hopper())
-    rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)
+    rows = kcheck.run_checks(formats, engine=engine)
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")

@@ -42,7 +42,11 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
             path = Path(data) / PROMPTS_FILE
         if not path.is_file():
             raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE or run scripts/fetch_dataset.py")
-        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FsbenchError(f"cannot read prompts file {path}: {exc}; one UTF-8 prompt per line expected") from exc
+        texts = [line.strip() for line in lines if line.strip()]
         source = str(path)
         if not texts:
             raise FsbenchError(f"prompts file {path} has no prompts (one prompt per line expected)")
@@ -62,11 +66,18 @@ def fixed_latent(settings: Settings, path: Path | None = None) -> torch.Tensor:
     so every machine gets the same tensor) in the shape (1, 16, F_lat, H/8, W/8)."""
     shape = settings.latent_shape
     if path is None:
-        return torch.randn(shape, generator=torch.Generator("cpu").manual_seed(settings.seed), dtype=torch.float32)
+        try:
+            return torch.randn(shape, generator=torch.Generator("cpu").manual_seed(settings.seed),
+                               dtype=torch.float32)
+        except (RuntimeError, MemoryError) as exc:
+            raise FsbenchError(f"a {settings.height}x{settings.width}x{settings.num_frames} video's latent "
+                               f"{shape} does not fit in memory here: choose a smaller --height/--width/--frames"
+                               ) from exc
     try:
         latent = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError) as exc:
-        raise FsbenchError(f"cannot read latent file {path}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a garbage file fails in the unpickler in many ways
+        raise FsbenchError(f"cannot read latent file {path} ({type(exc).__name__}): pass a torch.save'd "
+                           "float tensor such as MLPerf's fixed_latent.pt") from exc
     if not isinstance(latent, torch.Tensor) or tuple(latent.shape) != shape:
         got = tuple(latent.shape) if isinstance(latent, torch.Tensor) else type(latent).__name__
         raise FsbenchError(f"latent file {path} holds {got}, but {settings.height}x{settings.width}x"

@@ -63,6 +63,11 @@ class Layout:
         return {**asdict(self), "replicas": self.replicas, "backend": self.backend}
 
 
+def leads_job() -> bool:
+    """Whether this process leads its job (rank 0, or not started by torchrun): it alone holds the run folder."""
+    return torchrun_world() is None or os.environ["RANK"] == "0"
+
+
 def torchrun_world() -> int | None:
     """WORLD_SIZE when this process was started by torchrun (or any env:// launcher), else None."""
     if all(name in os.environ for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):

@@ -3,6 +3,7 @@ an error or Ctrl-C never leaves a half-written file behind, the manifest's heade
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import shlex
@@ -25,6 +26,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     """Call `write(tmp)` on a temp file next to `path`, then rename it over `path` (never half-written)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a result file takes the user's umask like any other
     os.close(fd)
     try:
         write(Path(tmp))
@@ -33,6 +35,14 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask (read once: setting it to read it is not thread-safe)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

@@ -64,8 +64,9 @@ def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Pat
 
 
 def schedule_slug(schedule: ResolvedSchedule) -> str:
-    """A folder-safe schedule name: the built-in/file name, or `spec-<hash>` for spec strings."""
-    if re.fullmatch(r"[\w.-]+", schedule.name):
+    """A folder-safe schedule name: the built-in/file name, or `spec-<hash>` for spec strings (and for names that
+    could leave the folder, such as `..`)."""
+    if re.fullmatch(r"\w[\w.-]{0,99}", schedule.name):
         return schedule.name
     return "spec-" + hashlib.sha256(schedule.spec.encode()).hexdigest()[:8]
 
