@@ -9,6 +9,7 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/accuracy/mlperf_log_{summary.txt,detail.txt,accuracy.json}
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/performance/run_1/mlperf_log_*   with --audit TEST04
     RUN/videos/<prompt>-0.mp4                           fps from the settings (16)
+    RUN/made_with/<prompt>-0.mp4.json                   the settings digest and sha256 of each video
     RUN/capture/<Scenario>-<mode>/{calls.jsonl,summary.json,qkv/*.pt}   with --capture
     RUN/eval/                                           scores written by `fsbench eval`
     RUN/.lock                                           the PID of the job writing the folder (flock)
@@ -21,7 +22,8 @@ The manifest's keys (all JSON):
   flow_shift, seed, negative_prompt, preset, and `latent` {sha256 (of the float32 values), file
   ("latent.pt", relative to RUN), source ("seed 42" or the --latent path), shape}
 - `schedule`: {name, spec (canonical rule string), by_step (format label of every step)}
-- `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count}
+- `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count, texts (the
+  prompts themselves, which eval and compare use)}
 - `versions`: {python, torch, diffusers, transformers, mlcommons-loadgen, fsbench}
 - `videos`: "videos" (folder relative to RUN; one `<prompt>-0.mp4` per prompt)
 - `results`: {<Scenario>: {<mode>: summary}} with <mode> performance | accuracy. A performance summary
@@ -45,6 +47,7 @@ BENCHMARK = "wan-2.2-t2v-a14b"
 MANIFEST = "manifest.json"
 LATENT = "latent.pt"
 VIDEOS = "videos"
+MADE_WITH = "made_with"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"
 LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.runlock)
@@ -66,6 +69,10 @@ def loadgen_dir(run: Path, system: str, scenario: str, mode: str, audit: str | N
 
 def videos_dir(run: Path) -> Path:
     return run / VIDEOS
+
+
+def made_with_dir(run: Path) -> Path:
+    return run / MADE_WITH
 
 
 def eval_dir(run: Path) -> Path:

@@ -76,10 +76,11 @@ class OutPath(click.Path):
         ancestor = Path(os.path.abspath(path))
         while not ancestor.exists() and ancestor != ancestor.parent:
             ancestor = ancestor.parent
+        what = "output directory" if self.dir_okay else "output file"
         if ancestor != Path(os.path.abspath(path)) and not ancestor.is_dir():
-            self.fail(f"{path} cannot be created: {ancestor} is a file, not a folder", param, ctx)
+            self.fail(f"cannot write to {what} {path}: {ancestor} is a file, not a folder", param, ctx)
         if not os.access(ancestor if ancestor.is_dir() else ancestor.parent, os.W_OK):
-            self.fail(f"{path} cannot be written: no write permission in {ancestor}", param, ctx)
+            self.fail(f"cannot write to {what} {path}: no write permission in {ancestor}", param, ctx)
         return path
 
 

@@ -26,7 +26,8 @@ class Prompts:
     sha256: str
 
     def as_dict(self) -> dict:
-        return {"file": self.source, "sha256": self.sha256, "count": len(self.texts)}
+        """The manifest's record, the texts included: eval scores these, never a file that may have changed."""
+        return {"file": self.source, "sha256": self.sha256, "count": len(self.texts), "texts": list(self.texts)}
 
 
 def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Prompts:

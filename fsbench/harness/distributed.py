@@ -30,7 +30,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.harness import loadgen_driver, pipeline, runner, speed
 from fsbench.harness.attention import Capture, SelfAttentionRouter
@@ -277,10 +276,8 @@ class Team:
             self.pool.release()
 
     def _lead(self, generator: runner.VideoGenerator) -> Callable[[int], str]:
-        texts, videos = self.job.spec.prompts.texts, rundir.videos_dir(self.job.run)
-
         def generate(index: int) -> str:
-            if not (generator.reuse and (videos / rundir.video_name(texts[index])).is_file()):
+            if not generator.can_reuse(index):
                 dist.broadcast_object_list([index], src=0, device=_CPU)
             return generator(index)
         return generate
@@ -296,7 +293,8 @@ class Team:
                 while (index := _receive_broadcast()) is not None:
                     generator.frames(index)
             else:
-                generator = runner.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy")
+                generator = runner.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
+                                                  made_with=job.spec.made_with(job.impl, asdict(job.speed)))
                 _answer_samples(generator, self.channels[self.rank])
         finally:
             router.uninstall()

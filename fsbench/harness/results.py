@@ -18,8 +18,9 @@ from fsbench.errors import FsbenchError
 from fsbench.paths import REPO
 from fsbench.rundir import MANIFEST, load_manifest
 
-# Settings that must agree before a new run may add results to an existing run directory.
-_SAME_RUN_KEYS = ("model", "settings", "schedule")
+# Settings that must agree before a new run may add results to an existing run directory (the schedule by its
+# spec, the prompt set by its digest).
+_SAME_RUN_KEYS = {"model": None, "settings": None, "schedule": "spec", "prompts": "sha256"}
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
@@ -61,11 +62,11 @@ def open_run(run: Path, header: dict[str, Any]) -> dict[str, Any]:
     now = _now()
     if (run / MANIFEST).is_file():
         manifest = load_manifest(run)
-        for key in _SAME_RUN_KEYS:
+        for key, part in _SAME_RUN_KEYS.items():
             old, new = manifest.get(key), header[key]
-            if key == "schedule":
-                old, new = (old or {}).get("spec"), new["spec"]
-            if old != new:
+            if part:
+                old, new = (old if isinstance(old, dict) else {}).get(part), new[part]
+            if old != new and not (part and old is None):  # a folder from before the record was kept
                 raise FsbenchError(f"{run} holds results with a different {key} ({_diff(old, new)}); "
                                    "pass --out DIR for a new run directory")
         manifest.update({k: v for k, v in header.items() if k != "results"})

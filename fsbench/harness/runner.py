@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fsbench import rundir
-from fsbench.harness import dataset, loadgen_driver, pipeline, results
+from fsbench.harness import artifacts, dataset, loadgen_driver, pipeline, results
 from fsbench.harness.attention import Capture, SelfAttentionRouter
 from fsbench.harness.presets import Settings, build_settings
 from fsbench.harness.profile import NullProfiler, Profiler
@@ -49,6 +49,11 @@ class RunSpec:
     @property
     def model_tag(self) -> str:
         return self.model if self.model in pipeline.SYNTHETIC else "a14b"
+
+    def made_with(self, impl: str, speed: dict[str, Any] | None) -> str:
+        """The digest a video of this run records (harness.artifacts): what shapes its pixels."""
+        return artifacts.made_with(self.model, self.settings.as_dict(), dataset.latent_sha256(self.latent),
+                                   self.schedule.spec, impl, speed)
 
 
 def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
@@ -115,13 +120,15 @@ def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
 class VideoGenerator:
     """`generate(qsl_index) -> video path relative to the run`: the one function LoadGen's SUT calls.
 
-    Videos are encoded to mp4 next to their final name and renamed into place. With `reuse`, a video that
-    already exists is returned as is: a resumed accuracy pass never regenerates finished work.
+    Videos are encoded to mp4 next to their final name, renamed into place, checked to decode and recorded with
+    `made_with` (harness.artifacts). With `reuse`, a video that exists, was made with the same `made_with` and is
+    intact is returned as is: a resumed accuracy pass never regenerates finished work, and never trusts a name.
     """
 
     def __init__(self, pipe: Any, spec: RunSpec, run: Path, router: SelfAttentionRouter | None, reuse: bool,
-                 profiler: Profiler | None = None):
+                 profiler: Profiler | None = None, made_with: str = ""):
         self.pipe, self.spec, self.run, self.router, self.reuse = pipe, spec, run, router, reuse
+        self.made_with = made_with or spec.made_with("auto", None)
         self.profiler = profiler or NullProfiler()
         self.latent = spec.latent.to(pipe.device)
         self.generated = self.reused = 0
@@ -138,10 +145,16 @@ class VideoGenerator:
             callback_on_step_end=self.router.on_step_end if self.router is not None else None,
         ).frames[0]
 
+    def path(self, index: int) -> Path:
+        return rundir.videos_dir(self.run) / rundir.video_name(self.spec.prompts.texts[index])
+
+    def can_reuse(self, index: int) -> bool:
+        return self.reuse and artifacts.reusable(self.path(index), self.made_with)
+
     def __call__(self, index: int) -> str:
-        relative = Path(rundir.VIDEOS) / rundir.video_name(self.spec.prompts.texts[index])
-        path = self.run / relative
-        if self.reuse and path.is_file():
+        path = self.path(index)
+        relative = path.relative_to(self.run)
+        if self.can_reuse(index):
             self.reused += 1
             return str(relative)
         from diffusers.utils import export_to_video
@@ -151,6 +164,9 @@ class VideoGenerator:
             with self.profiler.region("video_encode"):
                 results.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
                                                                        fps=self.spec.settings.fps))
+                s = self.spec.settings
+                artifacts.record(path, self.made_with, (s.num_frames, s.height, s.width),
+                                 self.router.kernels_used if self.router is not None else {})
         if self.router is not None and self.router.capture is not None:
             self.router.capture.flush()
         self.generated += 1
@@ -178,7 +194,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         profiler.install(pipe, router)
     # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
     generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
-                               profiler=profiler)
+                               profiler=profiler, made_with=spec.made_with(impl, speed))
     total = len(spec.prompts.texts)
     expected = total if opts.mode == "accuracy" else opts.count
     log_dir = rundir.loadgen_dir(run, system, opts.scenario, opts.mode, audit=opts.audit)
@@ -194,7 +210,9 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         router.uninstall()
     summary["log_dir"] = str(log_dir.relative_to(run))
     summary["overrides"] = opts.overrides()
-    summary["attention_kernels"] = dict(sorted(router.kernels_used.items()))
+    # Reused videos ran no kernel in this process: their sidecars say which kernels made them.
+    made = artifacts.kernels_of(generator.path(i) for i in range(total)) if opts.mode == "accuracy" else {}
+    summary["attention_kernels"] = dict(sorted({**made, **router.kernels_used}.items()))
     if opts.mode == "accuracy":
         summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
