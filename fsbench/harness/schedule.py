@@ -145,7 +145,8 @@ def load_file(path: Path) -> Schedule:
         if wrong:
             raise FsbenchError(f"schedule file {path}, rule {i}: {', '.join(sorted(wrong))} must be a string such "
                                "as \"0-2,17\" or \"*\" (or one integer)")
-        rules.append(_rule(str(entry["format"]), str(entry["steps"]), str(entry.get("layers", "*")), f"rule {i}"))
+        rules.append(_rule(str(entry["format"]), str(entry["steps"]), str(entry.get("layers", "*")),
+                           f"{path}, rule {i}"))
     return Schedule(path.stem, tuple(rules), data.get("description", ""))
 
 
