@@ -24,7 +24,7 @@ from fsbench.harness.cli import main
 from fsbench.harness.tiny import TINY_PROMPTS
 from fsbench.rundir import load_manifest
 
-from eval_runs import constant_video, make_run
+from eval_runs import SETTINGS, constant_video, make_run
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]
 SEED = 20240611
@@ -166,7 +166,8 @@ def _wait_for(condition, process: subprocess.Popen, timeout: float = 120.0) -> N
 @pytest.mark.slow
 def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_c_exits_cleanly(tmp_path):
     out = tmp_path / "run"
-    first = _start_run(out, "--mode", "performance", "--count", "500", "--time", "0")
+    # 40 steps: each video takes long enough for both presses to land while one is being generated
+    first = _start_run(out, "--mode", "performance", "--count", "500", "--time", "0", "--steps", "40")
     try:
         _wait_for(lambda: any((out / "videos").glob("*.mp4")) if (out / "videos").is_dir() else False, first)
         before = _tree(out)
@@ -178,7 +179,7 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
         assert len(lines) == 1 and f"PID {first.pid}" in lines[0] and str(out) in lines[0]
         assert set(before) <= set(_tree(out))  # the second job touched nothing the first had written
         first.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        time.sleep(0.2)
         first.send_signal(signal.SIGINT)
         _, stderr = first.communicate(timeout=120)
     finally:
@@ -186,7 +187,7 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
             first.kill()
     assert first.returncode == 130, stderr  # not SIGABRT (-6) from LoadGen's thread
     assert "Traceback" not in stderr and "aborted" in stderr
-    resumed = CliRunner().invoke(main, ["run", "--out", str(out), *SMALL, "--mode", "accuracy"])
+    resumed = CliRunner().invoke(main, ["run", "--out", str(out), *SMALL, "--steps", "40", "--mode", "accuracy"])
     assert resumed.exit_code == 0, resumed.output
     assert not [p for p in out.rglob("*") if p.name.startswith(".tmp-")]  # the kill's staging is gone
 
@@ -241,7 +242,7 @@ def test_eval_scores_the_prompts_the_run_recorded_not_the_edited_file(tmp_path, 
 def test_compare_refuses_runs_of_other_settings_and_writes_nothing(tmp_path):
     a = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
     b = make_run(tmp_path / "mxfp8", "mxfp8", {"p": constant_video(range(100, 105), height=48)},
-                 settings={"height": 48, "width": 48, "num_frames": 5})
+                 settings={**SETTINGS, "height": 48})
     out = tmp_path / "cmp"
     result = CliRunner().invoke(main, ["compare", str(a), str(b), "--out", str(out)])
     assert result.exit_code == 2 and "different settings" in result.stderr and "height" in result.stderr
