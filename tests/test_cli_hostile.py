@@ -73,7 +73,7 @@ def _generated_numbers() -> list[tuple[str, str]]:
             value = low - rng.choice([0, 1, 5, 10**rng.randint(1, 12)])
             cases.append((option, str(int(value)) if float(value).is_integer() else repr(value)))
     return cases + [("--target-latency", "nan"), ("--target-qps", "inf"), ("--time", "1e300"),
-                    ("--steps", "100000000"), ("--height", "1000000"), ("--cfg-parallel", "3")]
+                    ("--steps", "100000000"), ("--height", "1000000"), ("--cfg-parallel", "0")]
 
 
 def _cases(tmp: Path) -> list[tuple[list[str], str]]:

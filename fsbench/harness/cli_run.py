@@ -102,7 +102,7 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
 @click.option("--gpus", type=cli_types.PROCESSES,
               help="Processes, one per GPU (per CPU share with --device cpu); Offline runs a pipeline replica on "
                    "each, SingleStream splits every query over all of them [default: 1, or torchrun's WORLD_SIZE].")
-@click.option("--cfg-parallel", type=click.IntRange(1, 2),
+@click.option("--cfg-parallel", type=cli_types.PROCESSES,
               help="SingleStream: ranks sharing the cond/uncond passes, 1 or 2 [default: 2 for an even --gpus].")
 @click.option("--ulysses", type=cli_types.PROCESSES,
               help="SingleStream: Ulysses sequence-parallel degree [default: --gpus / --cfg-parallel].")

@@ -56,8 +56,9 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
             raise FsbenchError(f"--num-prompts must be at least 1, got {limit}")
         texts = texts[:limit]
     for i, text in enumerate(texts):
-        if "/" in text or "\0" in text or len(video_name(text).encode()) > MAX_NAME_BYTES:
-            raise FsbenchError(f"prompt {i} cannot name a video file (contains '/' or is too long): {text[:60]!r}")
+        if "/" in text or "\0" in text or text.startswith(".") or len(video_name(text).encode()) > MAX_NAME_BYTES:
+            raise FsbenchError(f"prompt {i} cannot name a video file (contains '/', starts with '.' or is too long): "
+                               f"{text[:60]!r}")
     digest = hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest()
     return Prompts(tuple(texts), source, digest)
 
