@@ -33,9 +33,15 @@ class _Fsbench(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
+        except _NoArgsIsHelp as exc:  # `fsbench` or a group alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+_NoArgsIsHelp = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _fail(message: str, code: int = 2) -> None:
