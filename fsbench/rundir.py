@@ -10,8 +10,10 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/accuracy/mlperf_log_{summary.txt,detail.txt,accuracy.json}
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/performance/run_1/mlperf_log_*   with --audit TEST04
     RUN/videos/<prompt>-0.mp4                           fps from the settings (16)
+    RUN/made_with/<prompt>-0.mp4.json                   the settings digest and sha256 of each video
     RUN/capture/<Scenario>-<mode>/{calls.jsonl,summary.json,qkv/*.pt}   with --capture
     RUN/eval/                                           scores written by `fsbench eval`
+    RUN/.lock                                           the PID of the job writing the folder (flock)
 
 The manifest's keys (all JSON):
 
@@ -23,7 +25,8 @@ The manifest's keys (all JSON):
   $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at 720x1280x81), shape, file_sha256 and git_blob (of the file
   read; null when seeded), official (true for MLPerf's fixed_latent.pt, git blob 7c88cf35...)}
 - `schedule`: {name, spec (canonical rule string), by_step (format label of every step)}
-- `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count}
+- `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count, texts (the
+  prompts themselves, which eval and compare use)}
 - `versions`: {python, torch, diffusers, transformers, mlcommons-loadgen, fsbench}
 - `videos`: "videos" (folder relative to RUN; one `<prompt>-0.mp4` per prompt)
 - `results`: {<Scenario>: {<mode>: summary}} with <mode> performance | accuracy. A performance summary
@@ -51,8 +54,10 @@ MANIFEST = "manifest.json"
 LATENT = "latent.pt"
 LOG = "fsbench.log"
 VIDEOS = "videos"
+MADE_WITH = "made_with"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"
+LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.runlock)
 
 
 def video_name(prompt: str) -> str:
@@ -71,6 +76,10 @@ def loadgen_dir(run: Path, system: str, scenario: str, mode: str, audit: str | N
 
 def videos_dir(run: Path) -> Path:
     return run / VIDEOS
+
+
+def made_with_dir(run: Path) -> Path:
+    return run / MADE_WITH
 
 
 def eval_dir(run: Path) -> Path:

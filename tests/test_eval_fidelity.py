@@ -144,9 +144,12 @@ def test_evaluate_resumes_finished_prompts_and_redoes_changed_videos(runs):
     added = fidelity.evaluate(run, ref, metrics=("psnr", "ssim"))  # only the new metric is computed
     assert {r["prompt"]: r for r in added.rows}["grey"]["psnr"] == 999.0
     assert {r["prompt"]: r for r in added.rows}["grey"]["ssim"] == pytest.approx(ssim_of_constants(100, 110), abs=0.01)
-    os.utime(run.video("grey"), ns=(1, 1))
+    os.utime(run.video("grey"), ns=(1, 1))  # a touched file is the same video: its scores stand
+    touched = fidelity.evaluate(run, ref, metrics=("psnr",))
+    assert {r["prompt"]: r["psnr"] for r in touched.rows}["grey"] == 999.0
+    write_video(run.video("grey"), constant_video(range(120, 129)), lossless=True)  # another video, same name
     redone = fidelity.evaluate(run, ref, metrics=("psnr",))
-    assert {r["prompt"]: r["psnr"] for r in redone.rows}["grey"] == pytest.approx(10 * math.log10(255**2 / 100))
+    assert {r["prompt"]: r["psnr"] for r in redone.rows}["grey"] == pytest.approx(10 * math.log10(255**2 / 400))
 
 
 def test_process_pool_gives_the_same_rows_as_one_process(runs, tmp_path):

@@ -149,6 +149,12 @@ def _break_missing_audit_video(root, sub, scenario):
     return "audit video(s) missing: 238.mp4"
 
 
+def _break_truncated_audit_video(root, sub, scenario):
+    video = scenario / "accuracy" / "videos" / "238.mp4"
+    video.write_bytes(video.read_bytes()[:300])
+    return "238.mp4 does not decode"
+
+
 def _break_untruncated_log(root, sub, scenario):
     (scenario / "accuracy" / "mlperf_log_accuracy.json").write_text("[" + " " * 12000 + "]")
     return "is not truncated (12002 bytes > 10240)"
@@ -198,7 +204,7 @@ def _break_early_stopping(root, sub, scenario):
     return "early stopping not met with 50 queries: SingleStream needs at least 64"
 
 
-@pytest.mark.parametrize("breaker", [_break_missing_audit_video, _break_untruncated_log,
+@pytest.mark.parametrize("breaker", [_break_missing_audit_video, _break_truncated_audit_video, _break_untruncated_log,
                                      _break_integer_accelerators, _break_stray_folder, _break_low_score,
                                      _break_accuracy_samples, _break_missing_system_json,
                                      _break_short_min_duration, _break_early_stopping],

@@ -22,7 +22,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from fsbench.errors import FsbenchError
 from fsbench.eval import store, weights
 from fsbench.eval.runs import Run
-from fsbench.eval.video_io import read_frames
+from fsbench.eval.video_io import VideoError, read_frames
 
 FRAME_STEP = 4
 METRICS = ("psnr", "ssim", "lpips")
@@ -104,13 +104,19 @@ def _size(frames: np.ndarray) -> str:
     return f"{frames.shape[2]}x{frames.shape[1]}"
 
 
-def check_same_settings(run: Run, reference: Run) -> None:
-    """Refuse a reference generated with other settings: its frames would differ for reasons besides attention."""
-    a, b = run.settings, reference.settings
+def setting_differences(run: Run, other: Run) -> list[str]:
+    """The settings (model included) that shape the frames and differ between two runs, as `key a vs b`."""
+    a, b = run.settings, other.settings
     diffs = [f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(set(a) | set(b))
              if _comparable(a.get(k)) != _comparable(b.get(k))]
-    if run.manifest.get("model") != reference.manifest.get("model"):
-        diffs.insert(0, f"model {run.manifest.get('model')!r} vs {reference.manifest.get('model')!r}")
+    if run.manifest.get("model") != other.manifest.get("model"):
+        diffs.insert(0, f"model {run.manifest.get('model')!r} vs {other.manifest.get('model')!r}")
+    return diffs
+
+
+def check_same_settings(run: Run, reference: Run) -> None:
+    """Refuse a reference generated with other settings: its frames would differ for reasons besides attention."""
+    diffs = setting_differences(run, reference)
     if diffs:
         raise FsbenchError(f"reference {reference.path} was generated with other settings ({'; '.join(diffs)}): "
                            "pass a BF16 run made with the same preset, model and settings")
@@ -164,17 +170,12 @@ def _compare_prompt(prompt: str, reference: str, test: str, metrics: tuple[str, 
                     model: Lpips | None) -> tuple[str, dict]:
     try:
         return prompt, {"status": "ok", **compare_videos(Path(reference), Path(test), metrics, model)}
-    except Mismatch as exc:
+    except (Mismatch, VideoError) as exc:
         return prompt, {"status": str(exc)}
 
 
 def _worker(prompt: str, reference: str, test: str, metrics: tuple[str, ...]) -> tuple[str, dict]:
     return _compare_prompt(prompt, reference, test, metrics, _worker_lpips)
-
-
-def _fingerprint(path: Path) -> list:
-    stat = path.stat()
-    return [stat.st_size, stat.st_mtime_ns]
 
 
 def evaluate(run: Run, reference: Run, metrics: Iterable[str] = METRICS, workers: int = 1,
@@ -213,7 +214,8 @@ def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[st
             where = "run" if not test.is_file() else "reference"
             records[prompt] = {"status": f"video missing in the {where} ({test if where == 'run' else ref})"}
             continue
-        key = {"reference": str(reference.path), "video": _fingerprint(test), "reference_video": _fingerprint(ref)}
+        key = {"reference": str(reference.path), "video": run.video_sha256(prompt),
+               "reference_video": reference.video_sha256(prompt)}
         cached = store.read_json(cache_dir / f"{prompt}.json") or {}
         if not all(cached.get(k) == v for k, v in key.items()):
             cached = {}
@@ -251,7 +253,8 @@ def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[st
 def _summarize(run: Run, reference: Run, metrics: tuple[str, ...], records: dict[str, dict],
                not_computed: dict) -> FidelityResult:
     rows = []
-    for prompt in run.prompts():
+    prompts = run.prompts()
+    for prompt in prompts:
         record = records[prompt]
         rows.append({"prompt": prompt, "status": record.get("status"), "frames": record.get("frames"),
                      "frames_compared": record.get("frames_compared"),
@@ -271,6 +274,7 @@ def _summarize(run: Run, reference: Run, metrics: tuple[str, ...], records: dict
         "metrics": means,
         "problems": problems,
         "not_computed": not_computed,
+        "videos_sha256": run.videos_digest(prompts),  # compare shows these scores only for these videos
     }
     store.write_csv(run.eval_dir / "fidelity.csv", rows, CSV_COLUMNS)
     store.update_json(run.eval_dir / "summary.json", "fidelity", summary)

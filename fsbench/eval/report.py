@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fsbench.errors import FsbenchError
-from fsbench.eval import store
+from fsbench.eval import fidelity, store
 from fsbench.eval.runs import Run
 from fsbench.eval.vbench_adapter import DIMENSIONS, PASS_MARK
 from fsbench.eval.video_io import read_frame
@@ -39,6 +39,8 @@ COLUMNS = [(d, DIMENSION_HEADERS[d] + " ↑", "{:.2f}") for d in DIMENSIONS] + [
     ("offline_sps", "Offline (samples/s) ↑", "{:.4g}"),
 ]
 FIDELITY = ("psnr", "ssim", "lpips")
+STALE = ("scores left out: the run's videos are not the ones `fsbench eval` scored (or it predates that record); "
+         "rerun it")
 PAPER_PROMPTS = ("a cat grooming itself meticulously with its tongue", "a motorcycle cruising along a coastal highway")
 FORMAT_LABELS = {"bf16": "BF16", "mxfp8": "MXFP8", "mxfp6": "MXFP6", "mxfp4": "MXFP4"}
 
@@ -59,16 +61,33 @@ def labels(runs: list[Run]) -> list[str]:
 
 
 def build_rows(runs: list[Run]) -> list[Row]:
-    summaries = [store.read_json(r.eval_dir / "summary.json", {}) for r in runs]
+    summaries = [_read_summary(r) for r in runs]
     references = {str(Path(s["fidelity"]["reference"])) for s in summaries if s.get("fidelity", {}).get("reference")}
     rows = [Row(label, run) for label, run in zip(labels(runs), runs)]
     for row, summary in zip(rows, summaries):
         row.reference = str(row.run.path) in references or (row.run.schedule == "bf16" and "fidelity" not in summary)
-        _vbench_cells(row, summary.get("vbench"))
-        _fidelity_cells(row, summary.get("fidelity"))
+        digest = row.run.videos_digest(row.run.prompts())
+        for name, cells, keys in (("vbench", _vbench_cells, (*DIMENSIONS, "vbench")), ("fidelity", _fidelity_cells,
+                                                                                      FIDELITY)):
+            section = summary.get(name)
+            if section and not row.reference and section.get("videos_sha256") != digest:
+                row.notes.update({key: STALE for key in keys})  # scores of other videos are no scores of these
+            else:
+                cells(row, section)
         _performance_cells(row)
     _speedups(rows)
     return rows
+
+
+def _read_summary(run: Run) -> dict:
+    path = run.eval_dir / "summary.json"
+    if not path.exists():
+        return {}
+    summary = store.read_json(path)
+    if not isinstance(summary, dict):
+        raise FsbenchError(f"{path} is not valid JSON: rerun `fsbench eval {run.path}`")
+    return summary
+
 
 
 def _vbench_cells(row: Row, vbench: dict | None) -> None:
@@ -283,8 +302,8 @@ def default_prompts(runs: list[Run]) -> list[str]:
     return [p for p in runs[0].prompts() if p in common][:2]
 
 
-def frame_grid(runs: list[Run], prompts: list[str], frame: int, path: Path) -> Path:
-    """Frame `frame` of each prompt (rows) through each run (columns), as in the paper's Figure 4."""
+def grid_frames(runs: list[Run], prompts: list[str], frame: int) -> dict[tuple[Path, str], np.ndarray | None]:
+    """Frame `frame` of each prompt's video in each run (None where there is no video); errors name the video."""
     if not prompts:
         raise FsbenchError("no prompt has a video in every run: pass --prompts with a prompt all runs generated")
     images = {}
@@ -295,6 +314,13 @@ def frame_grid(runs: list[Run], prompts: list[str], frame: int, path: Path) -> P
                 images[(run.path, prompt)] = read_frame(video, frame) if video.is_file() else None
             except IndexError as exc:
                 raise FsbenchError(f"{exc}: pass a smaller --frame") from exc
+    return images
+
+
+def frame_grid(runs: list[Run], prompts: list[str], frame: int, path: Path,
+               images: dict[tuple[Path, str], np.ndarray | None] | None = None) -> Path:
+    """Frame `frame` of each prompt (rows) through each run (columns), as in the paper's Figure 4."""
+    images = grid_frames(runs, prompts, frame) if images is None else images
     shapes = [im.shape for im in images.values() if im is not None]
     aspect = shapes[0][0] / shapes[0][1] if shapes else 9 / 16
     cell_w = 3.0
@@ -328,12 +354,25 @@ def _save(fig, path: Path) -> None:
 
 
 def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts: list[str] | None = None) -> dict:
-    """Write compare.{md,csv,json}, speedup.png and frames.png under `out`; return their paths."""
+    """Write compare.{md,csv,json}, speedup.png and frames.png under `out`; return their paths. Everything is read
+    and checked first, so a comparison that fails writes nothing."""
     runs = [Run.open(p) for p in run_paths]
+    check_comparable(runs)
     rows = build_rows(runs)
+    chosen_frame = default_frame(runs) if frame is None else frame
+    chosen_prompts = list(prompts) if prompts else default_prompts(runs)
+    images = grid_frames(runs, chosen_prompts, chosen_frame)
     paths = write_tables(rows, out)
     paths["speedup"] = plot_speedup(rows, out / "speedup.png")
-    chosen_frame = default_frame(runs) if frame is None else frame
-    paths["frames"] = frame_grid(runs, list(prompts) if prompts else default_prompts(runs), chosen_frame,
-                                 out / "frames.png")
+    paths["frames"] = frame_grid(runs, chosen_prompts, chosen_frame, out / "frames.png", images)
     return paths
+
+
+def check_comparable(runs: list[Run]) -> None:
+    """Refuse runs generated with different settings: speedups and scores across them would compare the
+    settings, not the attention schedules."""
+    for run in runs[1:]:
+        diffs = fidelity.setting_differences(runs[0], run)
+        if diffs:
+            raise FsbenchError(f"{run.path} and {runs[0].path} were generated with different settings "
+                               f"({'; '.join(diffs[:3])}): compare runs of one model, preset and settings")

@@ -1,12 +1,15 @@
 """Reading a run folder (manifest, videos, LoadGen logs) for eval; the layout and schema are `fsbench.rundir`'s."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from fsbench import rundir
+from fsbench.errors import FsbenchError
 
 
 @dataclass(frozen=True)
@@ -70,16 +73,44 @@ class Run:
         return sorted(n[: -len(suffix)] for n in names if n.endswith(suffix))
 
     def prompts(self) -> list[str]:
-        """The prompts the run was asked to generate (manifest prompts file and count), else the videos present."""
+        """The prompts the run generated: the manifest's texts; for a run recorded before it kept them, its prompts
+        file read as `run` reads it (stripped lines) and refused unless it still has the recorded sha256; else the
+        videos present."""
         info = self.manifest.get("prompts") or {}
-        file = info.get("file") if isinstance(info, dict) else None
-        if file:
-            for candidate in (Path(file), self.path / file):
-                if candidate.is_file():
-                    lines = [line for line in candidate.read_text().splitlines() if line.strip()]
-                    count = info.get("count")
-                    return lines[:count] if isinstance(count, int) else lines
+        if not isinstance(info, dict):
+            return self.videos_present()
+        texts = info.get("texts")
+        if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+            return list(texts)
+        file, count = info.get("file"), info.get("count")
+        for candidate in (Path(file), self.path / file) if isinstance(file, str) and file else ():
+            if candidate.is_file():
+                return self._prompts_from(candidate, count if isinstance(count, int) else None, info.get("sha256"))
         return self.videos_present()
+
+    def _prompts_from(self, file: Path, count: int | None, sha256: str | None) -> list[str]:
+        try:
+            lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FsbenchError(f"cannot read {file}, the prompts file of {self.path}: {exc}") from exc
+        texts = lines[:count] if count is not None else lines
+        if sha256 and hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest() != sha256:
+            raise FsbenchError(f"{file} changed after {self.path} was generated (its prompts no longer have the "
+                               "sha256 the manifest recorded): restore the file or rerun the run")
+        return texts
+
+    def video_sha256(self, prompt: str) -> str | None:
+        """The sha256 of `prompt`'s video (None when there is none): what a cached score is keyed to."""
+        video = self.video(prompt)
+        if not video.is_file():
+            return None
+        stat = video.stat()
+        return _file_sha256(str(video), stat.st_size, stat.st_mtime_ns)
+
+    def videos_digest(self, prompts: list[str]) -> str:
+        """One digest of the videos of `prompts` (and of which are missing): scores record it, compare checks it."""
+        lines = "".join(f"{p}\t{self.video_sha256(p) or '-'}\n" for p in prompts)
+        return hashlib.sha256(lines.encode()).hexdigest()
 
     def performance(self, scenario: str) -> Performance:
         """Manifest results for `scenario` (performance mode), else the LoadGen detail or summary log."""
@@ -87,6 +118,16 @@ class Run:
         if found is None:
             found = _from_loadgen_logs(self.path, scenario)
         return found or Performance()
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """Content hash, remembered per (path, size, mtime) within one process only."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _from_manifest(manifest: dict, scenario: str) -> Performance | None:

@@ -45,7 +45,7 @@ def write_json(path: Path, data) -> None:
 def read_json(path: Path, default=None):
     try:
         return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, ValueError):  # ValueError: invalid JSON or not UTF-8
         return default
 
 

@@ -133,12 +133,7 @@ def missing_weights(dimensions: Iterable[str]) -> dict[str, list[weights.WeightF
 
 
 def _video_key(run: Run, prompts: list[str]) -> list:
-    return [[p, *_stat(run.video(p))] for p in prompts]
-
-
-def _stat(path: Path) -> list:
-    stat = path.stat()
-    return [stat.st_size, stat.st_mtime_ns]
+    return [[p, run.video_sha256(p)] for p in prompts]
 
 
 def evaluate(run: Run, dimensions: Iterable[str] = DIMENSIONS, device: str = "auto",
@@ -207,6 +202,7 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
         "missing_videos": sorted(set(expected) - staged_set),
         "not_computed": {d: dims[d]["not_computed"] for d in dimensions if "not_computed" in dims[d]},
         "weights": {d: [str(w.path) for w in weights.vbench_weights()[d]] for d in dimensions},
+        "videos_sha256": run.videos_digest(run.prompts()),  # compare shows these scores only for these videos
     }
     if run.preset == "mlperf":
         complete = score is not None and not summary["missing_videos"]

@@ -13,23 +13,36 @@ import imageio.v3 as iio
 import numpy as np
 
 
+class VideoError(ValueError):
+    """A video file that does not decode (truncated, empty, not an mp4); the message names the file."""
+
+
+def _frames(path: str | os.PathLike):
+    """The decoded frames of `path`; a file ffmpeg cannot read raises VideoError naming it."""
+    try:
+        yield from iio.imiter(path, plugin="FFMPEG")
+    except Exception as exc:  # noqa: BLE001 - ffmpeg reports a damaged file in many ways
+        raise VideoError(f"{path} does not decode ({type(exc).__name__}: {' '.join(str(exc).split())[:120]}): "
+                         "regenerate it (a resumed run does)") from exc
+
+
 def read_frames(path: str | os.PathLike, step: int = 1) -> tuple[np.ndarray, int]:
     """Every `step`-th frame (0, step, 2*step, ...) as uint8 (n, H, W, 3), and the total frame count."""
     kept = []
     total = 0
-    for index, frame in enumerate(iio.imiter(path, plugin="FFMPEG")):
+    for index, frame in enumerate(_frames(path)):
         if index % step == 0:
             kept.append(frame)
         total = index + 1
     if not kept:
-        raise ValueError(f"{path} holds no video frames")
+        raise VideoError(f"{path} holds no video frames: regenerate it (a resumed run does)")
     return np.stack(kept), total
 
 
 def read_frame(path: str | os.PathLike, index: int) -> np.ndarray:
     """Frame `index` (0-based) as uint8 (H, W, 3); IndexError names the frame count when the video is shorter."""
     count = 0
-    for count, frame in enumerate(iio.imiter(path, plugin="FFMPEG"), start=1):
+    for count, frame in enumerate(_frames(path), start=1):
         if count - 1 == index:
             return frame
     raise IndexError(f"{path} has {count} frames; frame {index} does not exist")

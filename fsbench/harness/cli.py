@@ -13,8 +13,8 @@ from fsbench.harness import cli_doctor, cli_eval, cli_kernels, cli_run, cli_subm
 
 
 class _Fsbench(click.Group):
-    """Turns user errors (FsbenchError, ValueError) into one line on stderr and exit code 2, and keeps the
-    arguments for the run's log file."""
+    """Turns user errors (FsbenchError, ValueError, a file that cannot be read or written, and click's own usage
+    errors) into one line on stderr and exit code 2, and keeps the arguments for the run's log file."""
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -27,8 +27,34 @@ class _Fsbench(click.Group):
         try:
             return super().invoke(ctx)
         except (FsbenchError, ValueError) as exc:
-            click.echo(f"fsbench: error: {exc}", err=True)
-            sys.exit(2)
+            _fail(str(exc))
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            _fail(f"{exc.filename}: {exc.strerror or exc}")
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except _NoArgsIsHelp as exc:  # `fsbench` or a group alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+_NoArgsIsHelp = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"fsbench: error: {' '.join(message.split())}", err=True)
+    sys.exit(code)
 
 
 @click.group(cls=_Fsbench)

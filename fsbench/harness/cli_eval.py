@@ -1,6 +1,7 @@
 """`fsbench eval` (fidelity against BF16 and VBench, written into RUN/eval/) and `fsbench compare` (tables, plots)."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import click
 from tqdm import tqdm
 
 from fsbench.errors import FsbenchError
+from fsbench.harness import cli_types, runlock
 
 ALL_METRICS = ("psnr", "ssim", "lpips", "vbench")
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -35,9 +37,9 @@ def _warn(text: str) -> None:
 @click.argument("run", type=RUN_DIR)
 @click.option("--reference", type=RUN_DIR, help="The BF16 run of the same prompts and settings (for PSNR/SSIM/LPIPS).")
 @click.option("--metrics", default=",".join(ALL_METRICS), show_default=True, help="Comma-separated subset.")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=cli_types.PROCESSES, default=None,
               help="Processes for PSNR/SSIM/LPIPS [default: all cores, at most 32].")
-@click.option("--gpus", type=int,
+@click.option("--gpus", type=cli_types.PROCESSES,
               help="Score PSNR/SSIM/LPIPS on N processes, one per GPU, each a share of the prompts, and deal "
                    "VBench's dimensions over the N GPUs [default: 1, or torchrun's WORLD_SIZE].")
 def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | None, gpus: int | None) -> None:
@@ -51,17 +53,18 @@ def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | Non
     fidelity_metrics = [m for m in chosen if m != "vbench"]
     run_folder = Run.open(run)
     incomplete: list[str] = []
-    if fidelity_metrics:
-        if reference is None:
-            raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
-        if ranks > 1:
+    if fidelity_metrics and reference is None:
+        raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
+    # RUN/eval/ has one writer job, never while a run writes the videos: rank 0 holds the lock for every rank
+    with runlock.hold(run_folder.path) if parallel_eval.leads() else contextlib.nullcontext():
+        if fidelity_metrics and ranks > 1:
             parallel_eval.score_fidelity(run, reference, fidelity_metrics, ranks)
-    if not parallel_eval.leads():
-        return  # a torchrun rank other than 0: its share is in RUN/eval/, rank 0 summarizes and runs VBench
-    if fidelity_metrics:
-        incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
-    if "vbench" in chosen:
-        incomplete += _vbench(run_folder, parallel_eval.local_processes(ranks))
+        if not parallel_eval.leads():
+            return  # a torchrun rank other than 0: its share is in RUN/eval/, rank 0 summarizes and runs VBench
+        if fidelity_metrics:
+            incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
+        if "vbench" in chosen:
+            incomplete += _vbench(run_folder, parallel_eval.local_processes(ranks))
     click.echo(f"results: {run_folder.eval_dir}")
     if any("weights missing" in item for item in incomplete):
         _warn(weights.FETCH_HINT)
@@ -122,9 +125,9 @@ def _vbench(run, gpus: int) -> list[str]:
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/runs/compare"),
+@click.option("--out", type=cli_types.OutPath(file_okay=False), default=Path("results/runs/compare"),
               show_default=True, help="Folder for compare.{md,csv,json}, speedup.png and frames.png.")
-@click.option("--frame", type=int, default=None,
+@click.option("--frame", type=cli_types.NON_NEGATIVE_INT, default=None,
               help="Frame for the grid [default: 40, or the middle of shorter videos].")
 @click.option("--prompts", multiple=True,
               help="A prompt for the frame grid (repeat for more) [default: the paper's two].")

@@ -6,23 +6,17 @@ from pathlib import Path
 
 import click
 
+from fsbench.errors import FsbenchError
+from fsbench.harness import cli_types
 from fsbench.harness.results import atomic_write_text, provenance
 from fsbench.kernels import registry
+
+MAX_ABLATION_SCORES = 2**30  # B*H*S*S: the emulator holds the full score matrix
 
 
 @click.group()
 def kernels() -> None:
     """Attention kernels: proxy-table, ablation, bench, check."""
-
-
-def _shape(text: str) -> tuple[int, int, int, int]:
-    try:
-        shape = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        shape = ()
-    if len(shape) != 4:
-        raise click.BadParameter(f"expected B,H,S,D (four integers), got {text!r}")
-    return shape  # type: ignore[return-value]
 
 
 @kernels.command("proxy-table")
@@ -47,16 +41,19 @@ def proxy_table(as_json: bool) -> None:
 
 
 @kernels.command()
-@click.option("--shape", default="1,1,1024,128", show_default=True, help="B,H,S,D of the normal inputs.")
+@click.option("--shape", default="1,1,1024,128", show_default=True, callback=cli_types.shape,
+              help="B,H,S,D of the normal inputs.")
 @click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Inputs to average over.")
 @click.option("--first-seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Seed of the first input (to add seeds to an earlier run with ablation-merge).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, help="Columns to run.")
+@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, callback=cli_types.comma_list(),
+              help="Columns to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON to this file (after every seed).")
-def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str, as_json: bool,
-             out: str | None) -> None:
+@click.option("--out", type=cli_types.OutPath(dir_okay=False),
+              help="Also write the JSON to this file (after every seed).")
+def ablation(shape: tuple[int, int, int, int], seeds: int, first_seed: int, device: str, formats: tuple[str, ...],
+             as_json: bool, out: Path | None) -> None:
     """Paper Table 4: error of each Fused-Softmax component, on the emulator."""
     import torch
     from tqdm import tqdm
@@ -65,8 +62,10 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available here")
-    dims = _shape(shape)
-    columns = tuple(f.strip() for f in formats.split(","))
+    dims, columns = shape, formats
+    if dims[0] * dims[1] * dims[2] ** 2 > MAX_ABLATION_SCORES:
+        raise click.BadParameter(f"B*H*S*S is {dims[0] * dims[1] * dims[2] ** 2:.3g}; the emulator holds the "
+                                 f"scores, at most {MAX_ABLATION_SCORES:.3g}", param_hint="--shape")
     unknown = sorted(set(columns) - set(FORMATS))
     if unknown or not columns:
         raise ValueError(f"--formats: unknown format(s) {unknown}; expected some of {', '.join(FORMATS)}")
@@ -82,9 +81,12 @@ def ablation(shape: str, seeds: int, first_seed: int, device: str, formats: str,
     click.echo(text if as_json else format_ablation(result))
 
 
+ABLATION_KEYS = {"shape", "formats", "rows", "seeds", "device"}
+
+
 @kernels.command("ablation-merge")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The merged JSON.")
+@click.option("--out", type=cli_types.OutPath(dir_okay=False), required=True, help="The merged JSON.")
 def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     """Average ablation JSONs of consecutive seed ranges (same shape and formats) into one."""
     from fsbench.kernels.tools.ablation import format_ablation, merge_ablations
@@ -92,12 +94,22 @@ def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     results = []
     for part in parts:
         try:
-            results.append(json.loads(part.read_text()))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{part}: not an ablation JSON ({e})") from e
-    merged = merge_ablations(results)
+            result = json.loads(part.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise FsbenchError(f"{part}: not an ablation JSON ({e})") from e
+        missing = ABLATION_KEYS - set(result) if isinstance(result, dict) else ABLATION_KEYS
+        if missing:
+            raise FsbenchError(f"{part}: not an ablation JSON (no {', '.join(sorted(missing))}); pass files written "
+                               "by `fsbench kernels ablation --out`")
+        results.append(result)
+    try:
+        merged = merge_ablations(results)
+        text = format_ablation(merged)
+    except (KeyError, IndexError, TypeError, AttributeError, ZeroDivisionError) as e:
+        raise FsbenchError(f"{', '.join(map(str, parts))}: malformed ablation JSON ({type(e).__name__}: {e}); "
+                           "pass files written by `fsbench kernels ablation --out`") from e
     atomic_write_text(out, json.dumps(merged, indent=2) + "\n")
-    click.echo(format_ablation(merged))
+    click.echo(text)
 
 
 def _need_hopper() -> str:
@@ -112,23 +124,26 @@ def _need_hopper() -> str:
 
 
 @kernels.command("bench")
-@click.option("--shape", "shapes", multiple=True, help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
+@click.option("--shape", "shapes", multiple=True, callback=cli_types.shape,
+              help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
 @click.option("--rows", "row_names", default="", help="comma-separated row names (default: all; --list shows them)")
 @click.option("--list", "list_rows", is_flag=True, help="print the row names and exit (needs no GPU)")
-@click.option("--repeats", default=7, show_default=True, help="timed calls per row (median reported)")
+@click.option("--repeats", default=7, show_default=True, type=cli_types.POSITIVE_INT,
+              help="timed calls per row (median reported)")
 @click.option("--emulate/--no-emulate", default=True, show_default=True,
               help="also measure the emulator's error at shapes of at most 32768 keys")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON here")
-@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="write a markdown table here")
-@click.option("--clock-seconds", type=click.FloatRange(min=0), default=0, show_default=True,
+@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the results as JSON here")
+@click.option("--markdown", "md_path", type=cli_types.OutPath(dir_okay=False), help="write a markdown table here")
+@click.option("--clock-seconds", type=cli_types.non_negative_float(3600.0), default=0, show_default=True,
               help="then run each row back to back this long, with its SM clock, power and TFLOP/J (the 700 W cap)")
 @click.option("--interleave", is_flag=True,
               help="time the rows round-robin, each once per repeat, so clock drift reaches all alike (no emulator)")
 @click.option("--sweep", is_flag=True,
               help="the fixed grid of shapes (4k-128k keys at 24 and 40 heads), interleaved; rows default to "
                    "gluon-fused-mxfp8, cudnn-fp8 and sdpa-cudnn-bf16")
-def bench(shapes: tuple[str, ...], row_names: str, list_rows: bool, repeats: int, emulate: bool,
-          json_path: str | None, md_path: str | None, clock_seconds: float, interleave: bool, sweep: bool) -> None:
+def bench(shapes: tuple[tuple[int, int, int, int], ...], row_names: str, list_rows: bool, repeats: int,
+          emulate: bool, json_path: Path | None, md_path: Path | None, clock_seconds: float, interleave: bool,
+          sweep: bool) -> None:
     """TFLOP/s and accuracy of SDPA, cuDNN FP8, SageAttention2, FlashAttention-3 FP8, the conventional FP8 and the
     fused Triton and Gluon kernels, and the GEMM-only skeleton (needs an H200)."""
     from fsbench.kernels.tools import bench as kbench
@@ -153,7 +168,7 @@ def bench(shapes: tuple[str, ...], row_names: str, list_rows: bool, repeats: int
     if sweep:
         header["sweep"] = {"seq_lens": list(ksweep.SEQ_LENS), "heads": list(ksweep.HEADS), "repeats": repeats}
     results = []
-    for shape in list(ksweep.GRID) if sweep else [_shape(s) for s in shapes] or list(kbench.SHAPES):
+    for shape in list(ksweep.GRID) if sweep else list(shapes) or list(kbench.SHAPES):
         if sweep or interleave:  # its rows as each shape ends, the whole table once at the end
             measured = ksweep.bench_interleaved(shape, selected, repeats=repeats, hold=_holder(clock_seconds))
             for row in measured:
@@ -214,16 +229,16 @@ def plot_sweep(json_path: Path, png: Path) -> None:
 
 
 @kernels.command("check")
-@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True)
+@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True, callback=cli_types.comma_list())
 @click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
               help="which kernel to check")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the rows as JSON here")
-def check(formats: str, engine: str, json_path: str | None) -> None:
+@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the rows as JSON here")
+def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
     from fsbench.kernels.tools import check as kcheck
 
     header = provenance(_need_hopper())
-    rows = kcheck.run_checks(tuple(formats.split(",")), engine=engine)
+    rows = kcheck.run_checks(formats, engine=engine)
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")

@@ -9,7 +9,7 @@ import click
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import distributed, loadgen_driver, logs, runner, speed
+from fsbench.harness import cli_types, distributed, loadgen_driver, logs, runlock, runner, speed
 from fsbench.harness.presets import preset_names
 from fsbench.harness.schedule import builtin_names
 from fsbench.harness.schedule import load as load_schedule
@@ -34,18 +34,22 @@ _generation = _options_decorator([
                  help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
                  help="One prompt per line [default: tiny's own prompts, else $FSBENCH_DATA/vbench_prompts.txt]."),
-    click.option("--num-prompts", type=int, help="Use only the first N prompts."),
+    click.option("--num-prompts", type=cli_types.POSITIVE_INT, help="Use only the first N prompts."),
     click.option("--latent", "latent_file", type=click.Path(path_type=Path),
                  help="Fixed initial latent file [default: $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at "
                       "720x1280x81, else N(0,1) from the seed]."),
-    click.option("--height", type=int, help="Override the preset's height (multiple of 16)."),
-    click.option("--width", type=int, help="Override the preset's width (multiple of 16)."),
-    click.option("--frames", "num_frames", type=int, help="Override the preset's frame count (4k+1)."),
-    click.option("--steps", type=int, help="Override the preset's denoising steps."),
+    click.option("--height", type=cli_types.int_range(16, cli_types.MAX_SIDE),
+                 help="Override the preset's height (multiple of 16)."),
+    click.option("--width", type=cli_types.int_range(16, cli_types.MAX_SIDE),
+                 help="Override the preset's width (multiple of 16)."),
+    click.option("--frames", "num_frames", type=cli_types.int_range(1, cli_types.MAX_FRAMES),
+                 help="Override the preset's frame count (4k+1)."),
+    click.option("--steps", type=cli_types.int_range(1, cli_types.MAX_STEPS),
+                 help="Override the preset's denoising steps."),
     click.option("--impl", type=click.Choice(registry.RUN_CHOICES), default=registry.AUTO,
                  show_default=True, help="Kernel for the MX formats (bf16 always uses SDPA; auto: Gluon on an H200 "
                  "at head dim 128, else Triton there, the emulator elsewhere)."),
-    click.option("--system", help="System name in the log layout [default: <device>-<model>]."),
+    click.option("--system", type=cli_types.NAME, help="System name in the log layout [default: <device>-<model>]."),
     click.option("--compile", "compile_blocks", is_flag=True,
                  help="torch.compile the repeated transformer blocks, self-attention inside the graphs."),
     click.option("--gemm", type=click.Choice(speed.GEMMS), default="bf16", show_default=True,
@@ -58,13 +62,15 @@ _generation = _options_decorator([
 _loadgen = _options_decorator([
     click.option("--user-conf", type=click.Path(path_type=Path), default=loadgen_driver.USER_CONF,
                  show_default=True, help="LoadGen user.conf read after the built-in mlperf.conf."),
-    click.option("--count", type=int,
+    click.option("--count", type=cli_types.int_range(1, cli_types.MAX_COUNT),
                  help="LoadGen override: queries (SingleStream, >= 64 for a VALID result) / samples (Offline)."),
-    click.option("--time", "time_s", type=float,
+    click.option("--time", "time_s", type=cli_types.non_negative_float(cli_types.MAX_TIME_S),
                  help="LoadGen override: minimum duration in seconds (mlperf.conf: 600; quick runs: 0)."),
-    click.option("--target-latency", "target_latency_ms", type=float,
+    click.option("--target-latency", "target_latency_ms",
+                 type=cli_types.positive_float(cli_types.MAX_TARGET_LATENCY_MS),
                  help="LoadGen override: expected SingleStream latency in ms."),
-    click.option("--target-qps", type=float, help="LoadGen override: expected Offline samples per second."),
+    click.option("--target-qps", type=cli_types.positive_float(cli_types.MAX_TARGET_QPS),
+                     help="LoadGen override: expected Offline samples per second."),
 ])
 
 
@@ -83,12 +89,12 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
 @click.option("--mode", type=click.Choice(loadgen_driver.MODES), default="performance", show_default=True)
 @click.option("--schedule", default="bf16", show_default=True,
               help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*'.")
-@click.option("--out", type=click.Path(path_type=Path),
+@click.option("--out", type=cli_types.OutPath(file_okay=False),
               help="Run directory [default: results/runs/<model>-<schedule>-<preset>].")
 @click.option("--capture", is_flag=True,
               help="Record every self-attention call's statistics to RUN/capture/<Scenario>-<mode>/ (replacing an "
                    "earlier capture there; accuracy runs then regenerate every video).")
-@click.option("--capture-qkv", type=int, default=0, show_default=True,
+@click.option("--capture-qkv", type=cli_types.NON_NEGATIVE_INT, default=0, show_default=True,
               help="With --capture: also save q, k, v of the N calls with the highest rollback rates.")
 @click.option("--audit", type=click.Choice(["TEST04"]),
               help="MLPerf compliance audit (performance mode): the same sample for every query; logs go to "
@@ -98,12 +104,12 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
 @click.option("--warm-up", "warm_up", is_flag=True,
               help="Before LoadGen starts, one untimed denoising step per attention format of the schedule (with "
                    "--compile, the graphs are built there, not in a timed query). One process only.")
-@click.option("--gpus", type=int,
+@click.option("--gpus", type=cli_types.PROCESSES,
               help="Processes, one per GPU (per CPU share with --device cpu); Offline runs a pipeline replica on "
                    "each, SingleStream splits every query over all of them [default: 1, or torchrun's WORLD_SIZE].")
-@click.option("--cfg-parallel", type=int,
+@click.option("--cfg-parallel", type=cli_types.PROCESSES,
               help="SingleStream: ranks sharing the cond/uncond passes, 1 or 2 [default: 2 for an even --gpus].")
-@click.option("--ulysses", type=int,
+@click.option("--ulysses", type=cli_types.PROCESSES,
               help="SingleStream: Ulysses sequence-parallel degree [default: --gpus / --cfg-parallel].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="Where the pipeline runs: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
@@ -124,33 +130,34 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     loadgen_driver.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     if warm_up and layout.processes > 1:
         raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
-    if layout.processes > 1:
+    with runlock.hold(*([run_dir] if distributed.leads_job() else [])):  # rank 0 holds it for every rank
+        if layout.processes > 1:
+            logs.attach(run_dir)
+            summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
+                                                         profile))
+            if summary is not None:  # rank 0
+                click.echo(runner.describe(summary))
+                click.echo(f"results: {run_dir}")
+            return
+        runner.open_run_dir(run_dir, spec, system, device)
         logs.attach(run_dir)
-        summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
-                                                     profile))
-        if summary is not None:  # rank 0
-            click.echo(runner.describe(summary))
-            click.echo(f"results: {run_dir}")
-        return
-    runner.open_run_dir(run_dir, spec, system, device)
-    logs.attach(run_dir)
-    pipe = runner.load_pipeline(spec, device)
-    record = speed.apply(pipe, options)
-    with speed.cudnn_first():
-        summary = runner.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
-                                      capture_qkv=capture_qkv if capture else None, profile=profile, speed=record,
-                                      warm_up=warm_up)
-    click.echo(runner.describe(summary))
-    click.echo(f"results: {run_dir}")
+        pipe = runner.load_pipeline(spec, device)
+        record = speed.apply(pipe, options)
+        with speed.cudnn_first():
+            summary = runner.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
+                                          capture_qkv=capture_qkv if capture else None, profile=profile,
+                                          speed=record, warm_up=warm_up)
+        click.echo(runner.describe(summary))
+        click.echo(f"results: {run_dir}")
 
 
 @click.command()
 @click.option("--schedules", default="bf16,mxfp8,mxfp6,mxfp4,hybrid", show_default=True,
               help="Comma-separated schedules (names or .toml files; spec strings contain ',' so use files).")
-@click.option("--out", type=click.Path(path_type=Path),
+@click.option("--out", type=cli_types.OutPath(file_okay=False),
               help="Sweep directory, one run per schedule in OUT/<schedule>/ "
                    "[default: results/runs/sweep-<model>-<preset>].")
-@click.option("--gpus", type=int,
+@click.option("--gpus", type=cli_types.PROCESSES,
               help="Processes, one per GPU (per CPU share with --device cpu), each a pipeline replica sharing every "
                    "schedule's prompts [default: 1, or torchrun's WORLD_SIZE].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
@@ -172,21 +179,22 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     options = _speed(kw)
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or runner.default_system(specs[0].model_tag, device)
-    if layout.processes > 1:
-        jobs = [distributed.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
-                for spec, slug in zip(specs, slugs)]
-        if distributed.launch_passes(jobs, _echo_pass) is not None:  # rank 0
-            click.echo(f"results: {out}/{{{','.join(slugs)}}}")
-        return
-    for spec, slug in zip(specs, slugs):
-        runner.open_run_dir(out / slug, spec, system, device)
-        logs.attach(out / slug)
-    pipe = runner.load_pipeline(specs[0], device)
-    record = speed.apply(pipe, options)
-    for spec, slug in zip(specs, slugs):
-        with speed.cudnn_first():
-            summary = runner.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
-        click.echo(f"[{spec.schedule.name}] {runner.describe(summary)}")
+    with runlock.hold(*(out / slug for slug in slugs if distributed.leads_job())):  # rank 0, for every rank
+        if layout.processes > 1:
+            jobs = [distributed.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
+                    for spec, slug in zip(specs, slugs)]
+            if distributed.launch_passes(jobs, _echo_pass) is not None:  # rank 0
+                click.echo(f"results: {out}/{{{','.join(slugs)}}}")
+            return
+        for spec, slug in zip(specs, slugs):
+            runner.open_run_dir(out / slug, spec, system, device)
+            logs.attach(out / slug)
+        pipe = runner.load_pipeline(specs[0], device)
+        record = speed.apply(pipe, options)
+        for spec, slug in zip(specs, slugs):
+            with speed.cudnn_first():
+                summary = runner.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
+            click.echo(f"[{spec.schedule.name}] {runner.describe(summary)}")
     click.echo(f"results: {out}/{{{','.join(slugs)}}}")
 
 
@@ -195,8 +203,10 @@ def _echo_pass(job: distributed.Job, summary: dict[str, Any]) -> None:
 
 
 @click.command()
-@click.option("--steps", type=int, default=20, show_default=True, help="Show the formats for this many steps.")
-@click.option("--layers", type=int, default=40, show_default=True, help="Layers per expert (A14B: 40, tiny: 2).")
+@click.option("--steps", type=cli_types.int_range(1, cli_types.MAX_STEPS), default=20, show_default=True,
+              help="Show the formats for this many steps.")
+@click.option("--layers", type=cli_types.int_range(1, cli_types.MAX_STEPS), default=40, show_default=True,
+              help="Layers per expert (A14B: 40, tiny: 2).")
 @click.argument("extra", nargs=-1)
 def schedules(steps: int, layers: int, extra: tuple[str, ...]) -> None:
     """List the built-in schedules (and any EXTRA names, files or specs) with their per-step formats."""

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from fsbench.errors import FsbenchError
+from fsbench.harness import cli_types
 from fsbench.harness.submission_rules import Problem
 
 
@@ -20,10 +21,10 @@ def _print(problems: list[Problem]) -> int:
 @click.command()
 @click.option("--runs", "runs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Run folder(s) written by `fsbench run` (repeat --runs, or list them after one --runs).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Submission root (ROOT).")
+@click.option("--out", type=cli_types.OutPath(file_okay=False), help="Submission root (ROOT).")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open", show_default=True)
-@click.option("--submitter", help="Organisation name (the folder under the division).")
-@click.option("--system", help="System name (systems/<system>.json and results/<system>/).")
+@click.option("--submitter", type=cli_types.NAME, help="Organisation name (the folder under the division).")
+@click.option("--system", type=cli_types.NAME, help="System name (systems/<system>.json and results/<system>/).")
 @click.option("--system-toml", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="TOML file whose `key = value` lines override the detected system description.")
 @click.option("--check", "check_root", type=click.Path(exists=True, file_okay=False, path_type=Path),

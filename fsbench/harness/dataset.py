@@ -34,7 +34,8 @@ class Prompts:
     sha256: str
 
     def as_dict(self) -> dict:
-        return {"file": self.source, "sha256": self.sha256, "count": len(self.texts)}
+        """The manifest's record, the texts included: eval scores these, never a file that may have changed."""
+        return {"file": self.source, "sha256": self.sha256, "count": len(self.texts), "texts": list(self.texts)}
 
 
 def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Prompts:
@@ -50,7 +51,11 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
             path = Path(data) / PROMPTS_FILE
         if not path.is_file():
             raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE or run scripts/fetch_dataset.py")
-        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FsbenchError(f"cannot read prompts file {path}: {exc}; one UTF-8 prompt per line expected") from exc
+        texts = [line.strip() for line in lines if line.strip()]
         source = str(path)
         if not texts:
             raise FsbenchError(f"prompts file {path} has no prompts (one prompt per line expected)")
@@ -59,8 +64,9 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
             raise FsbenchError(f"--num-prompts must be at least 1, got {limit}")
         texts = texts[:limit]
     for i, text in enumerate(texts):
-        if "/" in text or "\0" in text or len(video_name(text).encode()) > MAX_NAME_BYTES:
-            raise FsbenchError(f"prompt {i} cannot name a video file (contains '/' or is too long): {text[:60]!r}")
+        if "/" in text or "\0" in text or text.startswith(".") or len(video_name(text).encode()) > MAX_NAME_BYTES:
+            raise FsbenchError(f"prompt {i} cannot name a video file (contains '/', starts with '.' or is too long): "
+                               f"{text[:60]!r}")
     digest = hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest()
     return Prompts(tuple(texts), source, digest)
 
@@ -118,11 +124,18 @@ def fixed_latent(settings: Settings, path: Path | None = None) -> torch.Tensor:
     so every machine gets the same tensor) in the shape (1, 16, F_lat, H/8, W/8)."""
     shape = settings.latent_shape
     if path is None:
-        return torch.randn(shape, generator=torch.Generator("cpu").manual_seed(settings.seed), dtype=torch.float32)
+        try:
+            return torch.randn(shape, generator=torch.Generator("cpu").manual_seed(settings.seed),
+                               dtype=torch.float32)
+        except (RuntimeError, MemoryError) as exc:
+            raise FsbenchError(f"a {settings.height}x{settings.width}x{settings.num_frames} video's latent "
+                               f"{shape} does not fit in memory here: choose a smaller --height/--width/--frames"
+                               ) from exc
     try:
         latent = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError) as exc:
-        raise FsbenchError(f"cannot read latent file {path}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a garbage file fails in the unpickler in many ways
+        raise FsbenchError(f"cannot read latent file {path} ({type(exc).__name__}): pass a torch.save'd "
+                           "float tensor such as MLPerf's fixed_latent.pt") from exc
     if not isinstance(latent, torch.Tensor) or tuple(latent.shape) != shape:
         got = tuple(latent.shape) if isinstance(latent, torch.Tensor) else type(latent).__name__
         raise FsbenchError(f"latent file {path} holds {got}, but {settings.height}x{settings.width}x"

@@ -34,7 +34,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.harness import loadgen_driver, pipeline, runner, speed
 from fsbench.harness.attention import Capture, SelfAttentionRouter
@@ -65,6 +64,11 @@ class Layout:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "replicas": self.replicas, "backend": self.backend}
+
+
+def leads_job() -> bool:
+    """Whether this process leads its job (rank 0, or not started by torchrun): it alone holds the run folder."""
+    return torchrun_world() is None or os.environ["RANK"] == "0"
 
 
 def torchrun_world() -> int | None:
@@ -304,10 +308,8 @@ class Team:
             self.pool.release()
 
     def _lead(self, generator: runner.VideoGenerator) -> Callable[[int], str]:
-        texts, videos = self.job.spec.prompts.texts, rundir.videos_dir(self.job.run)
-
         def generate(index: int) -> str:
-            if not (generator.reuse and (videos / rundir.video_name(texts[index])).is_file()):
+            if not generator.can_reuse(index):
                 dist.broadcast_object_list([index], src=0, device=_CPU)
             return generator(index)
         return generate
@@ -323,7 +325,8 @@ class Team:
                 while (index := _receive_broadcast()) is not None:
                     generator.frames(index)
             else:
-                generator = runner.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy")
+                generator = runner.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
+                                                  made_with=job.spec.made_with(job.impl, asdict(job.speed)))
                 _answer_samples(generator, self.channels[self.rank])
         finally:
             router.uninstall()

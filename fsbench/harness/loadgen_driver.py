@@ -200,7 +200,7 @@ def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log
 
 @contextmanager
 def _ctrl_c_stops(stop: threading.Event) -> Iterator[threading.Event]:
-    """While LoadGen runs, the first Ctrl-C only sets `stop` (and the event yielded); the second raises.
+    """While LoadGen runs, the first Ctrl-C only sets `stop` (and the event yielded); the second exits (130).
 
     A handler that raises at the first press could see its KeyboardInterrupt land in whatever the main thread
     runs at that instant, a finalizer included, where Python drops it; setting events cannot be lost."""
@@ -208,7 +208,10 @@ def _ctrl_c_stops(stop: threading.Event) -> Iterator[threading.Event]:
 
     def on_sigint(signum: int, frame: Any) -> None:
         if interrupted.is_set():
-            raise KeyboardInterrupt
+            # LoadGen's thread is inside C++: unwinding the interpreter around it aborts the process (SIGABRT).
+            # Leave at once instead: no file is half-written under its final name, and the next run cleans staging.
+            print("fsbench: aborted: finished videos and results are kept", file=sys.stderr, flush=True)
+            os._exit(130)
         interrupted.set()
         stop.set()
 

@@ -44,7 +44,22 @@ def num_layers(model: str) -> int:
     """Transformer blocks per expert, read without loading weights (schedules are checked against it)."""
     if model in CONFIGS:
         return CONFIGS[model]["transformer"]["num_layers"]
-    return json.loads((checkpoint_dir(model) / "transformer" / "config.json").read_text())["num_layers"]
+    config = checkpoint_dir(model) / "transformer" / "config.json"
+    try:
+        layers = json.loads(config.read_text(encoding="utf-8"))["num_layers"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FsbenchError(f"{config} is not a transformer config with num_layers ({type(exc).__name__}: {exc}): "
+                           f"{FETCH_HINT}") from exc
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+        raise FsbenchError(f"{config}: num_layers must be a positive integer, got {layers!r}: {FETCH_HINT}")
+    return layers
+
+
+def _is_json_object(path: Path) -> bool:
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict) and path.stat().st_size > 2
+    except (OSError, ValueError):
+        return False
 
 
 def checkpoint_dir(model: str) -> Path:
@@ -61,11 +76,14 @@ def checkpoint_dir(model: str) -> Path:
     if not path.is_dir():
         raise FsbenchError(f"model {model!r} is not tiny, a14b-synthetic, a checkpoint folder or a cached "
                            f"Hugging Face repo id; {FETCH_HINT}")
-    missing = [p for p in ("model_index.json",) if not (path / p).is_file()]
+    missing = [p for p in ("model_index.json",) if not (path / p).is_file() or not (path / p).stat().st_size]
     for part in CHECKPOINT_PARTS:
         folder = path / part
         if not folder.is_dir():
             missing.append(f"{part}/")
+        elif part != "tokenizer" and not _is_json_object(folder / ("scheduler_config.json" if part == "scheduler"
+                                                                  else "config.json")):
+            missing.append(f"{part}/ a config (JSON object)")
         elif part in ("transformer", "transformer_2", "text_encoder", "vae") and not (
                 any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
             missing.append(f"{part}/*.safetensors")

@@ -3,6 +3,7 @@ an error or Ctrl-C never leaves a half-written file behind, the manifest's heade
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import shlex
@@ -17,14 +18,16 @@ from fsbench.errors import FsbenchError
 from fsbench.paths import REPO
 from fsbench.rundir import MANIFEST, load_manifest
 
-# Settings that must agree before a new run may add results to an existing run directory.
-_SAME_RUN_KEYS = ("model", "settings", "schedule")
+# Settings that must agree before a new run may add results to an existing run directory (the schedule by its
+# spec, the prompt set by its digest).
+_SAME_RUN_KEYS = {"model": None, "settings": None, "schedule": "spec", "prompts": "sha256"}
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     """Call `write(tmp)` on a temp file next to `path`, then rename it over `path` (never half-written)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a result file takes the user's umask like any other
     os.close(fd)
     try:
         write(Path(tmp))
@@ -33,6 +36,14 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask (read once: setting it to read it is not thread-safe)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
@@ -51,11 +62,11 @@ def open_run(run: Path, header: dict[str, Any]) -> dict[str, Any]:
     now = _now()
     if (run / MANIFEST).is_file():
         manifest = load_manifest(run)
-        for key in _SAME_RUN_KEYS:
+        for key, part in _SAME_RUN_KEYS.items():
             old, new = manifest.get(key), header[key]
-            if key == "schedule":
-                old, new = (old or {}).get("spec"), new["spec"]
-            if old != new:
+            if part:
+                old, new = (old if isinstance(old, dict) else {}).get(part), new[part]
+            if old != new and not (part and old is None):  # a folder from before the record was kept
                 raise FsbenchError(f"{run} holds results with a different {key} ({_diff(old, new)}); "
                                    "pass --out DIR for a new run directory")
         manifest.update({k: v for k, v in header.items() if k != "results"})

@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fsbench import rundir
-from fsbench.harness import dataset, loadgen_driver, logs, pipeline, results
+from fsbench.harness import artifacts, dataset, loadgen_driver, logs, pipeline, results
 from fsbench.harness.attention import Capture, SelfAttentionRouter
 from fsbench.harness.presets import Settings, build_settings
 from fsbench.harness.profile import NullProfiler, Profiler
@@ -52,6 +52,11 @@ class RunSpec:
     def model_tag(self) -> str:
         return self.model if self.model in pipeline.SYNTHETIC else "a14b"
 
+    def made_with(self, impl: str, speed: dict[str, Any] | None) -> str:
+        """The digest a video of this run records (harness.artifacts): what shapes its pixels."""
+        return artifacts.made_with(self.model, self.settings.as_dict(), dataset.latent_sha256(self.latent),
+                                   self.schedule.spec, impl, speed)
+
 
 def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
             latent_file: Path | None, overrides: dict[str, Any]) -> RunSpec:
@@ -65,8 +70,9 @@ def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Pat
 
 
 def schedule_slug(schedule: ResolvedSchedule) -> str:
-    """A folder-safe schedule name: the built-in/file name, or `spec-<hash>` for spec strings."""
-    if re.fullmatch(r"[\w.-]+", schedule.name):
+    """A folder-safe schedule name: the built-in/file name, or `spec-<hash>` for spec strings (and for names that
+    could leave the folder, such as `..`)."""
+    if re.fullmatch(r"\w[\w.-]{0,99}", schedule.name):
         return schedule.name
     return "spec-" + hashlib.sha256(schedule.spec.encode()).hexdigest()[:8]
 
@@ -115,13 +121,15 @@ def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
 class VideoGenerator:
     """`generate(qsl_index) -> video path relative to the run`: the one function LoadGen's SUT calls.
 
-    Videos are encoded to mp4 next to their final name and renamed into place. With `reuse`, a video that
-    already exists is returned as is: a resumed accuracy pass never regenerates finished work.
+    Videos are encoded to mp4 next to their final name, renamed into place, checked to decode and recorded with
+    `made_with` (harness.artifacts). With `reuse`, a video that exists, was made with the same `made_with` and is
+    intact is returned as is: a resumed accuracy pass never regenerates finished work, and never trusts a name.
     """
 
     def __init__(self, pipe: Any, spec: RunSpec, run: Path, router: SelfAttentionRouter | None, reuse: bool,
-                 profiler: Profiler | None = None):
+                 profiler: Profiler | None = None, made_with: str = ""):
         self.pipe, self.spec, self.run, self.router, self.reuse = pipe, spec, run, router, reuse
+        self.made_with = made_with or spec.made_with("auto", None)
         self.profiler = profiler or NullProfiler()
         self.latent = spec.latent.to(pipe.device)
         self.generated = self.reused = 0
@@ -137,6 +145,12 @@ class VideoGenerator:
             guidance_scale_2=s.guidance_scale_2, latents=self.latent.clone(), output_type="np",
             callback_on_step_end=self.router.on_step_end if self.router is not None else None,
         ).frames[0]
+
+    def path(self, index: int) -> Path:
+        return rundir.videos_dir(self.run) / rundir.video_name(self.spec.prompts.texts[index])
+
+    def can_reuse(self, index: int) -> bool:
+        return self.reuse and artifacts.reusable(self.path(index), self.made_with)
 
     def warm_up(self) -> dict[str, Any]:
         """One denoising step of prompt 0 per attention format of the schedule, before LoadGen starts (the
@@ -160,9 +174,9 @@ class VideoGenerator:
         return {"formats": list(schedule.formats), "steps_per_format": 1, "seconds": time.perf_counter() - start}
 
     def __call__(self, index: int) -> str:
-        relative = Path(rundir.VIDEOS) / rundir.video_name(self.spec.prompts.texts[index])
-        path = self.run / relative
-        if self.reuse and path.is_file():
+        path = self.path(index)
+        relative = path.relative_to(self.run)
+        if self.can_reuse(index):
             self.reused += 1
             return str(relative)
         from diffusers.utils import export_to_video
@@ -172,6 +186,9 @@ class VideoGenerator:
             with self.profiler.region("video_encode"):
                 results.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
                                                                        fps=self.spec.settings.fps))
+                s = self.spec.settings
+                artifacts.record(path, self.made_with, (s.num_frames, s.height, s.width),
+                                 self.router.kernels_used if self.router is not None else {})
         if self.router is not None and self.router.capture is not None:
             self.router.capture.flush()
         self.generated += 1
@@ -199,7 +216,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     profiler = Profiler(pipe.device) if profile else None
     # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
     generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
-                               profiler=profiler)
+                               profiler=profiler, made_with=spec.made_with(impl, speed))
     warmed = generator.warm_up() if warm_up and team is None else None
     if profiler is not None:
         profiler.install(pipe, router)
@@ -219,7 +236,9 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         router.uninstall()
     summary["log_dir"] = str(log_dir.relative_to(run))
     summary["overrides"] = opts.overrides()
-    summary["attention_kernels"] = dict(sorted(router.kernels_used.items()))
+    # Reused videos ran no kernel in this process: their sidecars say which kernels made them.
+    made = artifacts.kernels_of(generator.path(i) for i in range(total)) if opts.mode == "accuracy" else {}
+    summary["attention_kernels"] = dict(sorted({**made, **router.kernels_used}.items()))
     if generator.profiler.peak.bytes is not None:
         summary["peak_gpu_memory_bytes"] = generator.profiler.peak.bytes
     if router.kernel_fallbacks:

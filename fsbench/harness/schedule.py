@@ -30,7 +30,7 @@ from fsbench.paths import SCENARIO_DIR
 FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
 SCHEDULE_DIR = SCENARIO_DIR / "schedules"
 
-_TERM = re.compile(r"^(?:(\d+)|(\d+)-(\d+)|(first|last)(\d+)(%?))$")
+_TERM = re.compile(r"^(?:(\d{1,6})|(\d{1,6})-(\d{1,6})|(first|last)(\d{1,6})(%?))$")  # 6 digits: no absurd numbers
 
 
 @dataclass(frozen=True)
@@ -125,20 +125,29 @@ def parse_spec(spec: str, name: str | None = None, description: str = "") -> Sch
 def load_file(path: Path) -> Schedule:
     """Read a schedule TOML file (`description`, `[[rule]]` tables with format/steps/layers)."""
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise FsbenchError(f"cannot read schedule file {path}: {exc}") from exc
     entries = data.get("rule")
     if not isinstance(entries, list) or not entries:
         raise FsbenchError(f"schedule file {path} has no [[rule]] tables; see scenarios/schedules/hybrid.toml")
+    if not isinstance(data.get("description", ""), str):
+        raise FsbenchError(f"schedule file {path}: description must be a string")
     rules = []
     for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise FsbenchError(f"schedule file {path}, rule {i}: expected a [[rule]] table, got {entry!r:.60}")
         unknown = set(entry) - {"format", "steps", "layers"}
         if unknown or "format" not in entry or "steps" not in entry:
             raise FsbenchError(f"schedule file {path}, rule {i}: needs keys format and steps (optional layers),"
                                f" got {sorted(entry)}")
-        rules.append(_rule(str(entry["format"]), str(entry["steps"]), str(entry.get("layers", "*")), f"rule {i}"))
-    return Schedule(path.stem, tuple(rules), str(data.get("description", "")))
+        wrong = [key for key, value in entry.items() if not isinstance(value, (str, int)) or isinstance(value, bool)]
+        if wrong:
+            raise FsbenchError(f"schedule file {path}, rule {i}: {', '.join(sorted(wrong))} must be a string such "
+                               "as \"0-2,17\" or \"*\" (or one integer)")
+        rules.append(_rule(str(entry["format"]), str(entry["steps"]), str(entry.get("layers", "*")),
+                           f"{path}, rule {i}"))
+    return Schedule(path.stem, tuple(rules), data.get("description", ""))
 
 
 def builtin_names() -> list[str]:
@@ -146,8 +155,9 @@ def builtin_names() -> list[str]:
 
 
 def load(value: str) -> Schedule:
-    """A built-in name, a `.toml` path, or a spec string."""
-    if (SCHEDULE_DIR / f"{value}.toml").is_file() and "/" not in value:
+    """A built-in name, a `.toml` path, or a spec string, told apart by their text alone (a spec, which may be
+    longer than any file name, is never looked up on disk)."""
+    if value in builtin_names():
         return load_file(SCHEDULE_DIR / f"{value}.toml")
     if value.endswith(".toml"):
         path = Path(value)

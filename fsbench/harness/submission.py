@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import accuracy_log, system_desc, test04
+from fsbench.harness import accuracy_log, artifacts, system_desc, test04
 from fsbench.harness.dataset import LATENT_FILE, LATENT_GIT_BLOB
 from fsbench.harness.results import atomic_write_text
 from fsbench.harness.submission_rules import SCENARIOS, Problem, check, read_mllog
@@ -136,6 +136,9 @@ def _collect(manifests: list[tuple[Path, dict[str, Any]]]) -> list[Sources]:
             for piece, folder in folders.items():
                 if not (folder / "mlperf_log_detail.txt").is_file():
                     continue
+                if piece == "accuracy" and not (folder / "mlperf_log_accuracy.json").is_file():
+                    raise FsbenchError(f"{folder / 'mlperf_log_accuracy.json'} is missing: rerun the accuracy pass "
+                                       f"(`fsbench run --scenario {scenario} --mode accuracy --out {run}`)")
                 if getattr(found[scenario], piece) is not None:
                     raise FsbenchError(f"two runs hold a {scenario} {piece} result ({run} and "
                                        f"{getattr(found[scenario], piece)[0]}): pass only one of them to --runs")
@@ -210,6 +213,12 @@ def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
         if not video.is_file():
             problems.append(Problem(where, f"audit video {idx}.mp4 needs {video}: the accuracy run did not "
                                            "generate it; rerun the accuracy pass over all 248 prompts"))
+            continue
+        try:
+            artifacts.probe(video)
+        except ValueError as exc:
+            problems.append(Problem(where, f"audit video {idx}.mp4: {exc}; rerun the accuracy pass, which "
+                                           "regenerates it"))
             continue
         target = folder / "videos" / f"{idx}.mp4"
         target.parent.mkdir(parents=True, exist_ok=True)

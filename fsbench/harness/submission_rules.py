@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsbench.harness import artifacts
 from fsbench.rundir import BENCHMARK
 
 DIVISIONS = ("closed", "open", "network")
@@ -288,6 +289,13 @@ class _Checker:
         if missing:
             self.add(videos, f"audit video(s) missing: {', '.join(m + '.mp4' for m in missing)} (QSL indices into "
                              "vbench_prompts.txt); the accuracy run must cover those prompts")
+        for name in sorted(v for v in AUDIT_VIDEOS if v in present):
+            video = videos / f"{name}.mp4"
+            try:
+                artifacts.probe(video)
+            except ValueError as exc:
+                self.add(video, f"{exc}: package again from a run whose videos are intact (a resumed run "
+                                "regenerates damaged ones)")
         if videos.is_dir() and not (videos / "captions.txt").is_file():
             self.add(videos, "captions.txt is missing (expected by convention, not enforced)", "warning")
 

@@ -67,7 +67,7 @@ def load_overrides(path: Path) -> dict[str, Any]:
             data = tomllib.load(src)
     except FileNotFoundError as exc:
         raise FsbenchError(f"system TOML {path} not found: pass an existing file to --system-toml") from exc
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise FsbenchError(f"system TOML {path} is not valid TOML ({exc}): fix the line it names") from exc
     nested = sorted(k for k, v in data.items() if isinstance(v, dict))
     if nested:
