@@ -27,13 +27,11 @@ from typing import Any
 
 import click
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from fsbench.errors import FsbenchError  # noqa: E402
-from fsbench.eval.runs import Run  # noqa: E402
-from fsbench.harness import results  # noqa: E402
-from fsbench.harness.schedule import builtin_names  # noqa: E402
+from fsbench.errors import FsbenchError
+from fsbench.eval.runs import Run
+from fsbench.harness import results
+from fsbench.harness.schedule import builtin_names
+from fsbench.paths import REPO
 
 CONFIGS = {"optimized": {"gemm": "fp8", "compile": True, "vae": "bf16"},
            "bf16-gemm": {"gemm": "bf16", "compile": True, "vae": "fp32"}}
