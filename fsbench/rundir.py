@@ -34,15 +34,16 @@ The manifest's keys (all JSON):
   p90,p99,max}_ns, early_stopping_latency_ns (SingleStream), samples_per_second, query_count, samples,
   wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
   capture {dir, calls} with --capture, attention_kernels ({format: sdpa|emulate|triton|gluon}, what ran) and
-  attention_kernel_fallbacks ({format: why "auto" ran Triton where it runs Gluon on a newer Triton}, when any),
-  peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; absent on CPU). An accuracy summary has samples, videos_generated,
-  videos_reused, accuracy_log and log_dir (relative to RUN), wall_s. Either summary of a run on several
-  processes (`fsbench run --gpus N`) has parallel {processes, device, cfg, ulysses, replicas, backend,
-  device_name, launcher, samples_per_replica (Offline)}. Every summary has command (the `fsbench ...`
-  command line that wrote it)
+  attention_kernel_fallbacks ({format: why "auto" passed over a faster kernel, e.g. Gluon on an old Triton}, when any),
+  peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; absent on CPU). An accuracy
+  summary has samples, videos_generated, videos_reused, accuracy_log and log_dir (relative to RUN), wall_s.
+  Either summary of a run on several processes (`fsbench run --gpus N`) has parallel {processes, device, cfg,
+  ulysses, replicas, backend, device_name, launcher, samples_per_replica (Offline)}. Every summary has command
+  (the `fsbench ...` command line that wrote it)
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,13 @@ def load_manifest(run: Path | str) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise FsbenchError(f"{path} is not a manifest (a JSON object): rerun the run or fix the file")
     return manifest
+
+
+def file_sha256(path: Path | str) -> str:
+    """The sha256 of a file's bytes, read in blocks (videos and logs run to gigabytes): what a video's record, a
+    cached score and MLPerf's truncated accuracy log each key to."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -8,9 +8,10 @@ import imageio_ffmpeg
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from eval_runs import constant_video, make_run
 
 from fsbench.harness.cli import main
+
+from eval_runs import constant_video, make_run
 
 PROMPTS = ("a red fox running through fresh snow", "a paper boat drifting down a rainy street")
 

@@ -5,9 +5,10 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import load_script
 
 from fsbench.harness.cli import main as fsbench_main
+
+from conftest import load_script
 
 TINY = ("--model", "tiny", "--height", "32", "--width", "32", "--frames", "5", "--steps", "2")
 

@@ -10,12 +10,13 @@ import lpips as lpips_pkg
 import numpy as np
 import pytest
 import torch
-from eval_runs import SETTINGS, constant_video, make_run
 
 from fsbench.errors import FsbenchError
 from fsbench.eval import fidelity
 from fsbench.eval.runs import Run
 from fsbench.eval.video_io import read_frames, write_video
+
+from eval_runs import SETTINGS, constant_video, make_run
 
 C1 = (0.01 * 255) ** 2
 

@@ -9,11 +9,12 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from eval_runs import SETTINGS, constant_video, make_run
 
 from fsbench.eval import report
 from fsbench.eval.runs import Run
 from fsbench.harness.cli import main
+
+from eval_runs import SETTINGS, constant_video, make_run
 
 PROMPTS = ("a cat grooming itself meticulously with its tongue", "a motorcycle cruising along a coastal highway")
 LATENCY = {"bf16": 2.0, "mxfp8": 1.3, "hybrid": 1.1}

@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from eval_runs import constant_video, make_run
 
 from fsbench.errors import FsbenchError
 from fsbench.eval import vbench_adapter
 from fsbench.eval.runs import Run
 from fsbench.harness.cli import main
+
+from eval_runs import constant_video, make_run
 
 CHECKER_REGEX = r".*'vbench_score':\s([\d.]+).*"  # MLPerf submission checker, matched one line at a time
 VBENCH_PYTHON = Path(os.environ.get("FSBENCH_VBENCH_PYTHON")

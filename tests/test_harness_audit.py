@@ -21,7 +21,8 @@ def fsbench(*args):
 
 def detail(path: Path) -> dict:
     lines = path.read_text().splitlines()
-    return {e["key"]: e["value"] for e in (json.loads(x[len(":::MLLOG "):]) for x in lines if x.startswith(":::MLLOG "))}
+    records = (json.loads(x[len(":::MLLOG "):]) for x in lines if x.startswith(":::MLLOG "))
+    return {e["key"]: e["value"] for e in records}
 
 
 def test_test04_run_repeats_sample_3_and_writes_the_audit_folder(tmp_path, one_thread):

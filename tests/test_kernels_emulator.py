@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fsbench import kernels
-from fsbench.kernels.tools.ablation import CONVENTIONAL, cosine, relative_error_pct
 from fsbench.kernels.reference.emulator import LOG2E, emulate
 from fsbench.kernels.reference.schraudolph import PROXIES, proxy_table, stage_a
+from fsbench.kernels.tools.ablation import CONVENTIONAL, cosine, relative_error_pct
 
 D = 128
 QUANTIZED = ["mxfp8", "mxfp6", "mxfp4"]

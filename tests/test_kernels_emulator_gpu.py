@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fsbench.kernels.tools.ablation import CONVENTIONAL, relative_error_pct
 from fsbench.kernels.reference.emulator import (
     _tile_probabilities,
     emulate,
     fused_tile_probabilities,
 )
+from fsbench.kernels.tools.ablation import CONVENTIONAL, relative_error_pct
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():

@@ -81,8 +81,9 @@ def test_attention_dispatches_impl_triton_and_gluon_to_the_wrapper(impl):
         kernels.attention(q, k, v, "mxfp8", impl=impl)
 
 
-@pytest.mark.parametrize("fmt,head_dim,hopper,expected", [("mxfp8", 128, True, "gluon"), ("mxfp6", 64, True, "triton"),
-                                                          ("mxfp4", 128, False, "emulate"), ("bf16", 128, True, "sdpa")])
+@pytest.mark.parametrize("fmt,head_dim,hopper,expected", [
+    ("mxfp8", 128, True, "gluon"), ("mxfp6", 64, True, "triton"), ("mxfp4", 128, False, "emulate"),
+    ("bf16", 128, True, "sdpa")])
 def test_auto_picks_gluon_on_hopper_at_head_dim_128_else_triton_or_emulator(fmt, head_dim, hopper, expected,
                                                                               monkeypatch):
     from fsbench.kernels import api, registry

@@ -123,11 +123,7 @@ class Run:
 @functools.lru_cache(maxsize=4096)
 def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     """Content hash, remembered per (path, size, mtime) within one process only."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return rundir.file_sha256(path)
 
 
 def _from_manifest(manifest: dict, scenario: str) -> Performance | None:

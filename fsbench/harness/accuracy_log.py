@@ -7,24 +7,16 @@ of what the full log held). Logs under 4096 bytes are kept whole but still get t
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
 from fsbench.harness.results import atomic_write
+from fsbench.rundir import file_sha256
 
 MAX_SIZE = 10 * 1024
 VIEWABLE = 4096
 MARKER = b"\n\n...\n\n"
 HASH_LINE = re.compile(r"^hash=([\w\d]+)$")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as src:
-        for block in iter(lambda: src.read(1 << 16), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def truncated(data: bytes) -> bytes:
@@ -48,7 +40,7 @@ def write_truncated(source: Path, accuracy_dir: Path, accuracy_txt: str) -> str:
 
     `accuracy_txt` is the score text; the hash line is appended after it, as the reference tool appends it.
     """
-    digest = sha256_file(source)
+    digest = file_sha256(source)
     body = accuracy_txt if accuracy_txt.endswith("\n") or not accuracy_txt else accuracy_txt + "\n"
     cut = truncated(source.read_bytes())
     atomic_write(accuracy_dir / "mlperf_log_accuracy.json", lambda tmp: tmp.write_bytes(cut))

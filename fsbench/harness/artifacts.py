@@ -33,14 +33,6 @@ def sidecar(video: Path) -> Path:
     return rundir.made_with_dir(video.parent.parent) / f"{video.name}.json"
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def probe(video: Path) -> tuple[int, int, int]:
     """(frames, height, width) of `video` as decoded; ValueError naming the file when it does not decode."""
     import imageio.v3 as iio
@@ -62,7 +54,7 @@ def record(video: Path, digest: str, expected: tuple[int, int, int], kernels: Ma
     if found != expected:
         raise RuntimeError(f"{video} decodes to {found} (frames, height, width), not {expected}")
     results.atomic_write_text(sidecar(video), json.dumps(
-        {"made_with": digest, "sha256": file_sha256(video), "frames": found[0], "height": found[1],
+        {"made_with": digest, "sha256": rundir.file_sha256(video), "frames": found[0], "height": found[1],
          "width": found[2], "attention_kernels": dict(sorted(kernels.items()))}, indent=1) + "\n")
 
 
@@ -71,7 +63,7 @@ def reusable(video: Path, digest: str) -> bool:
     info = _read(video)
     if not info or info.get("made_with") != digest or not video.is_file():
         return False
-    return info.get("sha256") == file_sha256(video)
+    return info.get("sha256") == rundir.file_sha256(video)
 
 
 def kernels_of(videos: Iterable[Path]) -> dict[str, str]:

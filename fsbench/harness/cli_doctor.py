@@ -7,6 +7,7 @@ import click
 
 from fsbench.harness import doctor
 
+
 def _status(check: doctor.Check, mode: str) -> str:
     if check.ok:
         return "ok"

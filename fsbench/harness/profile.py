@@ -30,10 +30,10 @@ import torch
 from torch import nn
 
 from fsbench import kernels
-from fsbench.kernels.registry import AUTO, SDPA
 from fsbench.errors import FsbenchError
 from fsbench.harness.energy import Meter
 from fsbench.harness.results import atomic_write_text
+from fsbench.kernels.registry import AUTO, SDPA
 
 PARTS = ("self_attention", "cross_attention", "gemm")
 JSON_NAME, TABLE_NAME = "profile.json", "profile.md"

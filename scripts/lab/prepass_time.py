@@ -28,13 +28,13 @@ def main(json_path: str | None) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from fsbench.kernels.tools.bench import time_ms
     from fsbench.kernels.hopper.launch import (
         GLUON_KERNEL,
         parse_options,
         quantize,
         triton_attention,
     )
+    from fsbench.kernels.tools.bench import time_ms
 
     b, h, s, d = SHAPE
     flops = 4 * b * h * s * s * d

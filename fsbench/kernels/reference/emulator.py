@@ -29,7 +29,6 @@ from fsbench.kernels.reference.schraudolph import EPSILON, get_proxy, stage_a
 from fsbench.kernels.stats import AttentionStats
 
 
-
 @dataclass(frozen=True)
 class EmulatorOptions:
     """The ablation switches of the paper's Table 4 (all on = the complete Fused-Softmax pipeline)."""

@@ -16,7 +16,6 @@ from fsbench.kernels import registry
 from fsbench.kernels.constants import LOG2E
 
 
-
 @dataclass(frozen=True)
 class Case:
     """One input family at one shape, with the attention options it runs under."""
@@ -57,8 +56,8 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
             engine: str = registry.TRITON) -> dict[str, Any]:
     """Run the Hopper kernel the registry calls `engine` and the emulator on one case; returns differences and
     statistics."""
-    from fsbench.kernels.reference.emulator import emulate
     from fsbench.kernels.hopper.launch import triton_attention
+    from fsbench.kernels.reference.emulator import emulate
 
     q, k, v = make_inputs(case, seed, device)
     options = dict(case.options)
@@ -100,5 +99,6 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{r['case']:<18} {r['fmt']:<6} {r['softmax']:<12} {r['rel_diff_vs_emulator']:>9.2e} "
                      f"{r['max_abs_diff_vs_emulator']:>9.2e} {r['rel_err_kernel_pct']:>9.3f} "
                      f"{r['rel_err_emulator_pct']:>9.3f} {str(r['finite']):>6} "
-                     f"{r['rollbacks']:>5}/{r['rollbacks_emulator']:<5} {r['gate_trips']:>4}/{r['gate_trips_emulator']:<5}")
+                     f"{r['rollbacks']:>5}/{r['rollbacks_emulator']:<5} "
+                     f"{r['gate_trips']:>4}/{r['gate_trips_emulator']:<5}")
     return "\n".join(lines)
