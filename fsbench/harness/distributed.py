@@ -166,29 +166,33 @@ def launch_passes(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]
         rank = int(os.environ["RANK"])
         return _serve(rank, int(os.environ["LOCAL_RANK"]), tuple(jobs), "env://", on_summary if rank == 0 else None)
     layout = jobs[0].layout
-    port = free_port()
-    context = torch.multiprocessing.get_context("fork" if layout.device == "cpu" else "spawn")
-    workers = [context.Process(target=_worker, args=(rank, tuple(jobs), port), name=f"fsbench-rank{rank}")
-               for rank in range(1, layout.processes)]
+    return run_ranks(layout.processes, layout.device == "cpu", _serve,
+                     lambda rank, init: (rank, rank, tuple(jobs), init, on_summary if rank == 0 else None))
+
+
+def run_ranks(n: int, cpu: bool, target: Callable[..., Any], args: Callable[[int, str], tuple]) -> Any:
+    """Rank 0 in this process and ranks 1..n-1 as child processes (forked on the CPU, spawned with CUDA, which
+    cannot be forked), all meeting at one fresh TCP rendezvous: `target(*args(rank, init_method))` on each.
+    Returns rank 0's result; a child that fails is one error naming it, and none is left running."""
+    init = f"tcp://127.0.0.1:{_free_port()}"
+    context = torch.multiprocessing.get_context("fork" if cpu else "spawn")
+    workers = [context.Process(target=target, args=args(rank, init), name=f"fsbench rank {rank}")
+               for rank in range(1, n)]
     for worker in workers:
         worker.start()
     finished = False
     try:
-        summaries = _serve(0, 0, tuple(jobs), f"tcp://127.0.0.1:{port}", on_summary)
+        result = target(*args(0, init))
         finished = True
     finally:
-        reap(workers, grace_s=60.0 if finished else 5.0)
-    failed = [f"rank {w.name.removeprefix('fsbench-rank')} (exit code {w.exitcode})" for w in workers if w.exitcode]
+        _reap(workers, grace_s=60.0 if finished else 5.0)
+    failed = [f"{w.name} (exit code {w.exitcode})" for w in workers if w.exitcode]
     if failed:
-        raise RuntimeError(f"worker {', '.join(failed)} failed; its traceback is above")
-    return summaries
+        raise RuntimeError(f"{', '.join(failed)} failed; its traceback is above")
+    return result
 
 
-def _worker(rank: int, jobs: tuple[Job, ...], port: int) -> None:
-    _serve(rank, rank, jobs, f"tcp://127.0.0.1:{port}")
-
-
-def reap(workers: list[Any], grace_s: float) -> None:
+def _reap(workers: list[Any], grace_s: float) -> None:
     """Wait for the workers to finish their loops, then stop any that did not (a failed rank 0 leaves them waiting)."""
     deadline = time.monotonic() + grace_s
     for worker in workers:
@@ -202,7 +206,7 @@ def reap(workers: list[Any], grace_s: float) -> None:
             worker.join()
 
 
-def free_port() -> int:
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from fsbench.harness.distributed import TIMEOUT_ENV, free_port, process_count, reap, torchrun_world
+from fsbench.harness.distributed import TIMEOUT_ENV, process_count, run_ranks, torchrun_world
 from fsbench.harness.results import atomic_write_text
 
 PROGRESS_DIR = ".progress"  # under RUN/eval/, while ranks score
@@ -52,22 +52,8 @@ def score_fidelity(run: Path, reference: Path, metrics: Sequence[str], n: int) -
         _score_share(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), n, run, reference, tuple(metrics),
                      "env://")
         return
-    port = free_port()
-    context = torch.multiprocessing.get_context("spawn" if torch.cuda.is_available() else "fork")
-    init = f"tcp://127.0.0.1:{port}"
-    workers = [context.Process(target=_score_share, args=(rank, rank, n, run, reference, tuple(metrics), init),
-                               name=f"fsbench-eval-rank{rank}") for rank in range(1, n)]
-    for worker in workers:
-        worker.start()
-    finished = False
-    try:
-        _score_share(0, 0, n, run, reference, tuple(metrics), init)
-        finished = True
-    finally:
-        reap(workers, grace_s=60.0 if finished else 5.0)
-    failed = [f"{w.name} (exit code {w.exitcode})" for w in workers if w.exitcode]
-    if failed:
-        raise RuntimeError(f"{', '.join(failed)} failed; its traceback is above")
+    run_ranks(n, not torch.cuda.is_available(), _score_share,
+              lambda rank, init: (rank, rank, n, run, reference, tuple(metrics), init))
 
 
 def _score_share(rank: int, local_rank: int, n: int, run: Path, reference: Path, metrics: tuple[str, ...],
