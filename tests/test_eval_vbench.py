@@ -294,3 +294,12 @@ def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, s
     assert by_gpu["0"] | by_gpu["1"] == set(vbench_adapter.DIMENSIONS) and len(by_gpu["0"]) == len(by_gpu["1"]) == 3
     assert len({r["pid"] for r in raw.values()}) == 2
     assert sorted(p.name for p in (run / "eval" / "vbench").glob("job*.json")) == ["job-gpu0.json", "job-gpu1.json"]
+
+
+def test_a_video_that_does_not_decode_is_refused_in_one_line_before_vbench_starts(tmp_path):
+    run = make_run(tmp_path / "run", "bf16", {"alley": constant_video([1] * 2), "a cat": constant_video([2] * 2)})
+    video = run / "videos" / "a cat-0.mp4"
+    video.write_bytes(video.read_bytes()[:200])
+    with pytest.raises(FsbenchError, match=r"1 video\(s\) of .* do not decode, first: .*a cat-0.mp4 does not decode"):
+        vbench_adapter.stage_videos(Run.open(run), ["alley", "a cat"], tmp_path / "s")
+    assert not (tmp_path / "s").exists()

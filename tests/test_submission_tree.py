@@ -323,3 +323,16 @@ def test_test04_logs_are_packaged_with_their_verify_performance_verdict(tiny_run
     assert "SingleStream/TEST04/verify_performance.txt: TEST04 performance check failed" in refused.output
     assert "SingleStream/TEST04: missing" not in refused.output and "Offline/TEST04: missing" in refused.output
     assert "SingleStream/TEST04/performance/run_1/mlperf_log_detail.txt: min_duration is 0 ms" in refused.output
+
+
+def test_packaging_removes_the_staging_a_killed_job_left_and_keeps_a_live_ones(tiny_run, tmp_path):
+    from fsbench.harness.submission import STAGING_PREFIX
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    root = tmp_path / "root"
+    stale, live = root / f"{STAGING_PREFIX}{finished.stdout.strip()}-x", root / f"{STAGING_PREFIX}{os.getpid()}-y"
+    for folder in (stale, live):
+        (folder / "open").mkdir(parents=True)
+    result = fsbench("submission", "--runs", tiny_run, "--out", root, "--submitter", "Org", "--system", SYSTEM)
+    assert result.exit_code == 0, result.output
+    assert not stale.exists() and live.is_dir()

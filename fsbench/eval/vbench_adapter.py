@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from fsbench.errors import FsbenchError
-from fsbench.eval import store, weights
+from fsbench.eval import store, video_io, weights
 from fsbench.eval.runs import Run
 from fsbench.paths import REPO
 from fsbench.rundir import BENCHMARK, VIDEO_SUFFIX
@@ -55,18 +55,24 @@ def stage_videos(run: Run, prompts: Iterable[str], staging: Path) -> list[str]:
     """Link the run's videos of `prompts` into `staging` under VBench's standard names; return the prompts staged.
 
     VBench's standard mode lists the folder and takes the first file's suffix for all, so the folder holds exactly
-    the `<prompt>-0.mp4` links and nothing else (no temp files, no non-VBench prompts).
+    the `<prompt>-0.mp4` links and nothing else (no temp files, no non-VBench prompts). Every video is decoded first:
+    one that does not is refused in one line, before VBench starts.
     """
+    present = [p for p in sorted(set(prompts)) if run.video(p).is_file()]
+    damaged = []
+    for prompt in present:  # VBench would stop on a damaged file halfway through a dimension
+        try:
+            video_io.read_frames(run.video(prompt), step=1 << 30)
+        except video_io.VideoError as exc:
+            damaged.append(str(exc))
+    if damaged:
+        raise FsbenchError(f"{len(damaged)} video(s) of {run.path} do not decode, first: {damaged[0]}")
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    staged = []
-    for prompt in sorted(set(prompts)):
-        video = run.video(prompt)
-        if video.is_file():
-            (staging / f"{prompt}{VIDEO_SUFFIX}").symlink_to(video.resolve())
-            staged.append(prompt)
-    return staged
+    for prompt in present:
+        (staging / f"{prompt}{VIDEO_SUFFIX}").symlink_to(run.video(prompt).resolve())
+    return present
 
 
 def overall(scores: dict[str, float | None]) -> float | None:

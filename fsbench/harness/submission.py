@@ -34,6 +34,7 @@ from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_
 
 DIVISIONS = ("open", "closed")
 LOG_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
+STAGING_PREFIX = ".fsbench-staging-"  # then the PID of the job that builds in it
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _FLAGS = {"count": "count", "time_s": "time", "target_latency_ms": "target-latency", "target_qps": "target-qps"}
 
@@ -78,7 +79,8 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     final = out / division / submitter
-    staging = Path(tempfile.mkdtemp(dir=out, prefix=".fsbench-staging-"))
+    _clean_stale_staging(out)
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
     try:
         tree = staging / division / submitter
         problems = _latent_problems(manifests) if division == "closed" else []
@@ -91,6 +93,25 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
         return report
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _clean_stale_staging(out: Path) -> None:
+    """Remove the staging folders that killed packaging jobs left in `out`: each names its job's PID, so a folder
+    whose job still runs (another packaging into the same root) is left alone."""
+    for entry in out.glob(f"{STAGING_PREFIX}*"):
+        pid = entry.name[len(STAGING_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _data_dir() -> Path:
