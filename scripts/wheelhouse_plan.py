@@ -103,7 +103,8 @@ def plan(resolved: dict[str, dict], root: str, extras: set[str], node: dict[str,
             if PROTECTED.match(dep):
                 left.add(dep)
                 continue
-            too_old = have is not None and not all(s.contains(Version(have), prereleases=True) for s in specifier)
+            too_old = have not in (None, "absent") and not all(s.contains(Version(have), prereleases=True)
+                                                               for s in specifier)
             if have == "absent" or dep in bring or too_old:
                 download[dep] = resolved[dep]["version"]
                 left.discard(dep)
