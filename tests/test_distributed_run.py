@@ -1,4 +1,4 @@
-"""`fsbench run --gpus 2 --device cpu` end to end (rank 0 in this process, one forked worker, gloo): Offline
+"""`fsbench run --gpus 2 --device cpu` end to end (rank 0 in this process, one worker process, gloo): Offline
 replicas write every video once and LoadGen logs every sample once; SingleStream with Ulysses writes the same
 videos as one process; bad layouts are one line and exit code 2 before any work."""
 from __future__ import annotations

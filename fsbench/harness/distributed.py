@@ -11,9 +11,9 @@ GPUs, gloo for control messages and for everything on a CPU), only rank 0 talks 
   the replica that made it (atomically), and rank 0's one progress bar counts the videos of all ranks. A resumed
   pass reuses the finished videos on whichever rank is asked for them, so a sweep resumes on any N.
 
-Launch: `fsbench run --gpus N` starts N-1 workers with torch.multiprocessing (fork on a CPU, where a spawned
-worker would spend ~20 s importing diffusers again; spawn with CUDA, which cannot be forked) and serves as rank 0;
-under torchrun every process is one rank. `--device cpu` makes the "GPUs" CPU processes (the tests).
+Launch: `fsbench run --gpus N` starts N-1 workers with torch.multiprocessing (from a fork server on a CPU, where
+a spawned worker would spend ~20 s importing diffusers again; spawned with CUDA, which cannot be forked) and serves
+as rank 0; under torchrun every process is one rank. `--device cpu` makes the "GPUs" CPU processes (the tests).
 """
 from __future__ import annotations
 
@@ -171,11 +171,17 @@ def launch_passes(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]
 
 
 def run_ranks(n: int, cpu: bool, target: Callable[..., Any], args: Callable[[int, str], tuple]) -> Any:
-    """Rank 0 in this process and ranks 1..n-1 as child processes (forked on the CPU, spawned with CUDA, which
-    cannot be forked), all meeting at one fresh TCP rendezvous: `target(*args(rank, init_method))` on each.
-    Returns rank 0's result; a child that fails is one error naming it, and none is left running."""
+    """Rank 0 in this process and ranks 1..n-1 as child processes, all meeting at one fresh TCP rendezvous:
+    `target(*args(rank, init_method))` on each. Returns rank 0's result; a child that fails is one error naming it,
+    and none is left running.
+
+    With CUDA the children are spawned (CUDA cannot be forked). On a CPU they come from a fork server that imported
+    this module once: as quick as a fork of this process, without inheriting its threads (a fork of a process whose
+    OpenMP or logging threads hold a lock can hang the child)."""
     init = f"tcp://127.0.0.1:{_free_port()}"
-    context = torch.multiprocessing.get_context("fork" if cpu else "spawn")
+    context = torch.multiprocessing.get_context("forkserver" if cpu else "spawn")
+    if cpu:
+        context.set_forkserver_preload([__name__])
     workers = [context.Process(target=target, args=args(rank, init), name=f"fsbench rank {rank}")
                for rank in range(1, n)]
     for worker in workers:

@@ -1,5 +1,5 @@
 """One writer per run folder: a job holds an advisory lock (fcntl.flock on RUN/.lock) for as long as it writes
-there, all its ranks together (rank 0 takes it; forked ranks share the open file). A second job fails at once,
+there, all its ranks together (rank 0 takes it for every rank). A second job fails at once,
 naming the holder's PID. Holding the lock also makes it safe to delete what a killed job left half-written."""
 from __future__ import annotations
 
