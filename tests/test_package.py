@@ -161,3 +161,11 @@ def test_results_hold_data_only_and_open_with_the_headline_tables():
     links = re.findall(r"\]\(([^)#]+)\)", "\n".join(lines))
     missing = [link for link in links if "://" not in link and not (REPO / "results" / link).exists()]
     assert links and missing == []
+
+
+def test_no_module_beside_the_vbench_runner_shadows_the_standard_library():
+    """vbench_runner.py runs as a script in VBench's own environment, so its folder comes first on sys.path there: a
+    module named like a standard one (html.py did) would replace it for VBench and its dependencies."""
+    names = {p.stem for p in (PACKAGE / "eval").glob("*.py")} | {p.name for p in (PACKAGE / "eval").iterdir()
+                                                                if p.is_dir() and p.name != "__pycache__"}
+    assert names & set(sys.stdlib_module_names) == set()

@@ -149,6 +149,6 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
     for kind in ("md", "csv", "json", "speedup", "frames"):
         click.echo(f"wrote {paths[kind]}")
     if html_dir is not None:
-        from fsbench.eval import html
+        from fsbench.eval import compare_page
 
-        click.echo(f"wrote {html.write_page(list(runs), html_dir, link=link)}")
+        click.echo(f"wrote {compare_page.write_page(list(runs), html_dir, link=link)}")
