@@ -45,6 +45,6 @@ def test_interleaved_timing_gives_each_row_one_call_per_repeat():
     g = torch.Generator(device="cuda").manual_seed(0)
     inputs = [tuple(torch.randn(1, 2, 512, 128, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
               for _ in range(3)]
-    times = sweep.interleaved_ms([row("a"), row("b")], inputs, warmup=1, repeats=5)
+    times = sweep.interleaved_ms([row("a"), row("b")], [inputs, inputs], warmup=1, repeats=5)
     assert [len(t) for t in times] == [5, 5] and all(ms > 0 for t in times for ms in t)
     assert calls == ["a", "b"] + ["a", "b"] * 5  # the warm-ups, then round-robin

@@ -63,6 +63,38 @@ def test_profile_splits_every_step_and_leaves_the_video_unchanged(tiny):
     assert "| self-attention share |" in format_table(summary)
 
 
+def test_clock_samples_count_for_self_attention_or_the_rest_of_the_loop_by_when_they_were_taken(tiny):
+    """The profiler's spans mapped to host time: samples in the middle of self-attention calls, between calls and
+    before the loop land in their parts (the samples are made here; nvidia-smi takes them on a GPU)."""
+    spec, pipe = tiny
+    router = SelfAttentionRouter(spec.schedule)
+    router.install(pipe)
+    profiler = Profiler(pipe.device)
+    try:
+        profiler.install(pipe, router)
+        _frames(pipe, spec, router, profiler)
+    finally:
+        profiler.uninstall()
+        router.uninstall()
+    when = lambda mark: profiler.clock.when(profiler.anchor, mark)  # noqa: E731
+    calls = sorted((when(s), when(e)) for (_, part), pairs in profiler._spans.items() if part == "self_attention"
+                   for s, e in pairs)
+    assert len(calls) == 2 * 2 * len(pipe.transformer.blocks)  # two steps, two CFG passes
+    sample = lambda t, mhz: {"t": t, "clock_mhz": mhz, "power_w": mhz / 2, "temp_c": 50.0,  # noqa: E731
+                             "power_cap": mhz == 1000, "thermal": False}
+    samples = ([sample((a + b) / 2, 1000) for a, b in calls]
+               + [sample((b + a2) / 2, 2000) for (_, b), (a2, _) in zip(calls, calls[1:]) if a2 > b]
+               + [sample(calls[0][0] - 3600, 3000)])
+    split = profiler.clock_split(samples)
+    assert split["self_attention"]["clock_mhz"] == 1000 and split["self_attention"]["samples"] == len(calls)
+    assert split["self_attention"]["power_cap_share"] == 1.0
+    assert split["rest_of_loop"]["clock_mhz"] == 2000 and split["rest_of_loop"]["samples"] == len(calls) - 1
+    profiler.videos[0]["clock"] = split
+    table = format_table(profiler.summary())
+    assert f"| self attention | 1000 | 500 | 50 | {len(calls)} | 100% |" in table
+    assert "| rest of loop | 2000 | 1000 | 50 |" in table
+
+
 def test_negative_prompt_is_encoded_once_per_pipeline(tiny):
     spec, pipe = tiny
     s = spec.settings

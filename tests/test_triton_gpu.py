@@ -83,9 +83,13 @@ def test_staircase_of_maxima_stays_finite_and_matches(engine):
 
 
 def test_bshd_entry_point_returns_bshd_in_the_input_dtype(engine):
-    q, k, v = (t.transpose(1, 2) for t in make_inputs(Case("random", (1, 2, 300, 128), {}), 3, "cuda"))
+    """BSHD in, BSHD out written in place by the kernel (contiguous, no copy), equal to the BHSD call's."""
+    bhsd = make_inputs(Case("random", (1, 2, 300, 128), {}), 3, "cuda")
+    q, k, v = (t.transpose(1, 2).contiguous() for t in bhsd)
     out, stats = attention_with_stats(q, k, v, "mxfp8", impl=engine)
     assert out.shape == q.shape and out.dtype == q.dtype and stats.key_tiles == 3
+    assert out.is_contiguous()
+    assert torch.equal(out.transpose(1, 2), attention_with_stats(*bhsd, "mxfp8", impl=engine, layout="BHSD")[0])
 
 
 @pytest.fixture

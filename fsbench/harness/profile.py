@@ -14,6 +14,11 @@ energy counter, else nvidia-smi's power integrated over time), with one device s
 A step's joules are the loop's joules split in proportion to the steps' device time, and a step's
 self-attention joules are its share of them: at the 700 W cap the power is nearly constant, so time stands for
 energy within the loop. On a CPU the energy fields are None and `energy.reason` says why.
+
+Clock: under the power cap a kernel runs at the clock its power draw allows, so the same call can take longer in
+the pipeline than on the bench without any overhead. nvidia-smi samples the SM clock and power every 50 ms
+(`harness.gpu_clock`); an event recorded right after a device sync maps the CUDA events onto the samples' time, and
+each sample counts for self-attention or for the rest of the denoising loop by when it was taken.
 """
 from __future__ import annotations
 
@@ -26,17 +31,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from fsbench import kernels
 from fsbench.errors import FsbenchError
+from fsbench.harness import gpu_clock
 from fsbench.harness.energy import Meter
 from fsbench.harness.results import atomic_write_text
 from fsbench.kernels.registry import AUTO, SDPA
 
 PARTS = ("self_attention", "cross_attention", "gemm")
 JSON_NAME, TABLE_NAME = "profile.json", "profile.md"
+CLOCK_SAMPLE_MS = 50
+CLOCK_PARTS = ("self_attention", "rest_of_loop")
 
 
 class Clock:
@@ -57,6 +66,17 @@ class Clock:
             end.synchronize()
             return start.elapsed_time(end) / 1000.0
         return end - start
+
+    def anchor(self) -> tuple[Any, float]:
+        """(mark, time.time()) taken together: the mark is recorded right after a device sync, so the GPU reaches
+        it at that host time (within microseconds), and every later mark's host time follows from it."""
+        if self.cuda:
+            torch.cuda.synchronize()
+        return self.mark(), time.time()
+
+    def when(self, anchor: tuple[Any, float], mark: Any) -> float:
+        """The time.time() at which the device reached `mark`."""
+        return anchor[1] + self.seconds(anchor[0], mark)
 
 
 class GpuPeak:
@@ -93,6 +113,7 @@ class Profiler:
         self._undo: list[Any] = []
         self._router: Any = None
         self.peak = GpuPeak()
+        self.anchor: tuple[Any, float] | None = None  # the current video's (mark, host time), `Clock.anchor`
         self._reset()
 
     def _reset(self) -> None:
@@ -221,12 +242,14 @@ class Profiler:
         self._reset()
         wall = time.perf_counter()
         memory: dict[str, Any] = {}
-        with self.energy.window() as window, self.peak.video(memory):
+        with self.energy.window() as window, self.peak.video(memory), self._clock_samples() as samples:
             self._window = window
+            self.anchor = self.clock.anchor()
             start = window.mark()
             yield
             end = window.mark()
         record = self._resolve(index)
+        record["clock"] = self.clock_split(samples) if samples else None
         record["wall_s"] = time.perf_counter() - wall
         record["joules"] = window.joules(start, end)
         record["denoise_joules"] = window.joules(*self._denoise_marks) if len(self._denoise_marks) == 2 else None
@@ -234,6 +257,28 @@ class Profiler:
         record.update(memory)
         self._window = None
         self.videos.append(record)
+
+    def _clock_samples(self) -> contextlib.AbstractContextManager[list[dict[str, Any]]]:
+        """nvidia-smi's samples over a video on a GPU (none on a CPU or without nvidia-smi)."""
+        return gpu_clock.sampling(CLOCK_SAMPLE_MS) if self.clock.cuda else contextlib.nullcontext([])
+
+    def clock_split(self, samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Clock and power of the samples (`gpu_clock` records) taken during the last video's self-attention calls
+        and during the rest of its denoising loop."""
+        anchor = self.anchor
+        if len(self._step_marks) < 2:
+            return None
+        spans = sorted((self.clock.when(anchor, s), self.clock.when(anchor, e))
+                       for (_, part), pairs in self._spans.items() if part == "self_attention" for s, e in pairs)
+        loop = self.clock.when(anchor, self._step_marks[0][2]), self.clock.when(anchor, self._step_marks[-1][2])
+        t = np.array([sample["t"] for sample in samples])
+        starts, ends = np.array([a for a, _ in spans] or [np.inf]), np.array([b for _, b in spans] or [np.inf])
+        last = np.searchsorted(starts, t, side="right") - 1
+        attending = (last >= 0) & (t <= ends[np.maximum(last, 0)])
+        in_loop = (t >= loop[0]) & (t <= loop[1])
+        groups = {"self_attention": attending & in_loop, "rest_of_loop": ~attending & in_loop}
+        return {part: gpu_clock.summarize([s for s, keep in zip(samples, mask) if keep], -np.inf, np.inf)
+                for part, mask in groups.items()}
 
     def _total(self, spans: list[tuple[Any, Any]]) -> float:
         return sum(self.clock.seconds(s, e) for s, e in spans)
@@ -275,6 +320,10 @@ class Profiler:
                   **{p: statistics.fmean(r[p] for r in rows) for p in parts},
                   "self_attention_share": statistics.fmean(r["self_attention_s"] / r["total_s"] for r in rows)}
             for fmt, rows in sorted(by_fmt.items())}
+        for fmt, rows in by_fmt.items():
+            calls = [r["self_attention_s"] / r["self_attention_calls"] for r in rows if r["self_attention_calls"]]
+            out["step_by_format"][fmt]["self_attention_call_ms"] = 1000 * statistics.fmean(calls) if calls else None
+        out["clock"] = clock_summary(self.videos)
         out["energy"] = energy_summary(self.videos, self.energy.describe())
         out["peak_gpu_memory_bytes"] = self.peak.bytes
         named = sum(out[p] for p in phases[:-1])
@@ -315,12 +364,44 @@ def format_table(summary: dict[str, Any]) -> str:
                      f"{summary['harness_overhead_share']:.2%} |")
     parts = [p for p in (*PARTS, "rest") if f"{p}_s" in next(iter(summary["step_by_format"].values()))]
     lines += ["", "Denoising step (both CFG passes), mean per format:", "",
-              "| format | steps | step s | " + " | ".join(parts) + " | self-attention share |",
-              "|---" * (len(parts) + 4) + "|"]
+              "| format | steps | step s | " + " | ".join(parts) + " | self-attention share | ms per call |",
+              "|---" * (len(parts) + 5) + "|"]
     for fmt, row in summary["step_by_format"].items():
         cells = " | ".join(f"{row[f'{p}_s']:.4f}" for p in parts)
-        lines.append(f"| {fmt} | {row['steps']} | {row['total_s']:.4f} | {cells} | {row['self_attention_share']:.1%} |")
-    return "\n".join(lines + [""] + _energy_lines(summary["energy"]))
+        call = row.get("self_attention_call_ms")
+        lines.append(f"| {fmt} | {row['steps']} | {row['total_s']:.4f} | {cells} | {row['self_attention_share']:.1%} | "
+                     f"{'' if call is None else f'{call:.2f}'} |")
+    return "\n".join(lines + [""] + _clock_lines(summary.get("clock")) + _energy_lines(summary["energy"]))
+
+
+def clock_summary(videos: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per part of the loop (`CLOCK_PARTS`): the median over videos of the median SM clock and power, the hottest
+    temperature and the samples counted; None where no video was sampled."""
+    sampled = [v["clock"] for v in videos if v.get("clock")]
+    if not sampled:
+        return None
+    out: dict[str, Any] = {"source": f"nvidia-smi every {CLOCK_SAMPLE_MS} ms"}
+    for part in CLOCK_PARTS:
+        rows = [c[part] for c in sampled if c.get(part)]
+        out[part] = {"clock_mhz": statistics.median(r["clock_mhz"] for r in rows),
+                     "power_w": statistics.median(r["power_w"] for r in rows),
+                     "temp_c": max(r["temp_c"] for r in rows), "samples": sum(r["samples"] for r in rows),
+                     "power_cap_share": statistics.fmean(r["power_cap_share"] for r in rows)} if rows else None
+    return out
+
+
+def _clock_lines(clock: dict[str, Any] | None) -> list[str]:
+    """Markdown lines of the clock section (none where the GPU was not sampled)."""
+    if not clock:
+        return []
+    lines = [f"SM clock and board power, median of the samples ({clock['source']}):", "",
+             "| part | MHz | W | hottest °C | samples | under the power cap |", "|---|---|---|---|---|---|"]
+    for part in CLOCK_PARTS:
+        row = clock.get(part)
+        if row:
+            lines.append(f"| {part.replace('_', ' ')} | {row['clock_mhz']:.0f} | {row['power_w']:.0f} | "
+                         f"{row['temp_c']:.0f} | {row['samples']} | {row['power_cap_share']:.0%} |")
+    return lines + [""]
 
 
 def split_joules(record: dict[str, Any]) -> None:

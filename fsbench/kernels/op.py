@@ -2,8 +2,9 @@
 (`torch.compile(..., fullgraph=True)`) holds the attention call instead of breaking around it.
 
 The op takes q, k, v in BSHD layout, the format and the implementation as strings, and returns the output as a
-contiguous BSHD tensor of q's dtype: the layout the output projection reads, so the one copy a kernel writing
-BHSD needs is made here and the caller's `flatten(2, 3)` is a view. Dynamo specializes a graph on the value of
+contiguous BSHD tensor of q's dtype: the layout the output projection reads, so the caller's `flatten(2, 3)` is a
+view. The Hopper kernels write a BSHD output for BSHD inputs, so no copy is made for them; an output in another
+layout is copied here. Dynamo specializes a graph on the value of
 a string argument, so a compiled block holds one graph per format of the schedule, never one per step or layer.
 
 The op's body runs eagerly at every call, also inside a compiled graph (inductor calls it as an opaque kernel).

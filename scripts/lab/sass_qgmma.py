@@ -57,7 +57,8 @@ def compile_variant(flags: tuple, num_stages: int = 2, head_dim: int = 128, bloc
     bm, bn, d = block_m, tiling.BLOCK_N, head_dim
     signature = {**_descriptor_types(engine, bm, bn, d), "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32",
                  "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
-    signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_ST", "N_KT", "gate_p")})
+    signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_ST", "N_KT", "gate_p", "HEADS",
+                                          "stride_ob", "stride_oh", "stride_os")})
     constexprs = {"D": d, "BM": bm, "BN": bn, "STAT_M": tiling.STAT_M, "D_BIAS": launch.D_BIAS,
                   "FUSED": fused, "GATE": gate,
                   "P_EMAX": p_emax, "P_SHIFT": p_shift, "P_CLAMP": p_clamp,

@@ -604,8 +604,9 @@ def _retire(state: State, ring: Ring, tile, RESCALE: gl.constexpr):
 
 @gluon.jit
 def _math(turn: Turn, q_smem, p_smem, ring: Ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags,
-          qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, cfg: Config):
-    """Math warpgroup `turn.WG`: query rows [WG * BM/2, (WG + 1) * BM/2) of the program's tile, every key tile."""
+          qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, stride_os, cfg: Config):
+    """Math warpgroup `turn.WG`: query rows [WG * BM/2, (WG + 1) * BM/2) of the program's tile, every key tile;
+    `out_ptr` points at the program's (batch, head), whose rows are `stride_os` elements apart."""
     HALF: gl.constexpr = cfg.BM // 2
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [gl.num_warps(), 1], [16, cfg.D, 32])
     SUM_N: gl.constexpr = ones_smem.shape[0]
@@ -649,25 +650,27 @@ def _math(turn: Turn, q_smem, p_smem, ring: Ring, ones_smem, q_scale_ptr, k_scal
         l_i = state.l_i
     out = acc * gl.expand_dims(1.0 / l_i, 1)
     cols = gl.arange(0, cfg.D, gl.SliceLayout(0, o_layout))
-    ptrs = out_ptr + gl.expand_dims((bh * S_Q + rows) * cfg.D, 1) + gl.expand_dims(cols, 0)
+    ptrs = out_ptr + gl.expand_dims(rows * stride_os, 1) + gl.expand_dims(cols, 0)
     gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=gl.expand_dims(rows < S_Q, 1))
 
 
 @gluon.jit
 def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flag_ptr,
-                     S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p,
+                     S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p, HEADS, stride_ob, stride_oh, stride_os,
                      D: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, STAT_M: gl.constexpr,
                      D_BIAS: gl.constexpr, FUSED: gl.constexpr, GATE: gl.constexpr, P_EMAX: gl.constexpr,
                      P_SHIFT: gl.constexpr, P_CLAMP: gl.constexpr, P_BLOCKS: gl.constexpr, STAGES: gl.constexpr,
                      SKELETON: gl.constexpr = False):
     """One program = one query tile of BM = 128 rows of one (batch, head): two math warpgroups (this
-    partition and a worker) and a TMA warpgroup. desc_q's block is BM/2 rows."""
+    partition and a worker) and a TMA warpgroup. desc_q's block is BM/2 rows. The output is written through its
+    strides (batch, head, row), so a BSHD output needs no copy."""
     cfg = Config(BM, BN, D, STAGES, D_BIAS, FUSED, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS, SKELETON)
     HALF: gl.constexpr = BM // 2
     qt, bh = gl.program_id(0), gl.program_id(1)
     kv_row, v_row = bh * S_KPAD, bh * D
     k_scale_ptr += bh * N_KT
     v_scale_ptr += bh * N_KT
+    out_ptr += (bh // HEADS) * stride_ob + (bh % HEADS) * stride_oh
     flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
 
     q_smem = gl.allocate_shared_memory(gl.float8e4nv, [2, HALF, D], desc_q.layout)
@@ -700,9 +703,9 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     mbarrier.invalidate(q_bar)
     gl.warp_specialize(
         [(_math, (Turn(0), q_smem.index(0), p_smem.index(0), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr,
-                  out_ptr, flags, qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, cfg)),
+                  out_ptr, flags, qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, stride_os, cfg)),
          (_math, (Turn(1), q_smem.index(1), p_smem.index(1), ring, ones_smem, q_scale_ptr, k_scale_ptr, v_scale_ptr,
-                  out_ptr, flags, qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, cfg)),
+                  out_ptr, flags, qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p, stride_os, cfg)),
          (_producer, (desc_k, desc_v, ring, kv_row, v_row, N_KT, BN))],
         [4, 4], [MATH_REGS, PRODUCER_REGS])
     for i in gl.static_range(STAGES):

@@ -147,6 +147,11 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
     return out, stats
 
 
+def is_bshd(x: torch.Tensor) -> bool:
+    """Whether the BHSD-indexed `x` is a BSHD tensor underneath (heads closer together than rows)."""
+    return x.shape[1] > 1 and x.stride(1) < x.stride(2)
+
+
 @functools.lru_cache(maxsize=8)
 def _hadamard_pm1(d: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """The unnormalized (+-1) Hadamard matrix on `device` in `dtype` (exact in 16 bits), made once rather than
@@ -215,7 +220,8 @@ class Sizes:
 @dataclass(frozen=True)
 class Launch:
     """One attention launch: the prepass's operands (Q, K as [rows, D], V as [D * heads, keys], their scales),
-    the output and gate flags, the sizes, the (batch x head) count and the kernel's constexprs."""
+    the output (indexed BHSD, any strides with unit stride along D) and gate flags, the sizes, the (batch x head)
+    count and the kernel's constexprs."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -233,10 +239,17 @@ class Launch:
         """The kernel's pointer arguments after the three descriptors, in its order."""
         return (self.q_scale, self.k_scale, self.v_scale, self.out, self.flags)
 
+    def scalars(self) -> tuple[int, ...]:
+        """The kernel's integer arguments: the sizes, then the output's heads and its batch, head and row strides."""
+        b_stride, h_stride, s_stride, _ = self.out.stride()
+        return (*self.sizes.args(), self.out.shape[1], b_stride, h_stride, s_stride)
+
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
             kernel: HopperKernel | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Prepass and attention kernel; returns (BHSD output, per-workgroup-tile gate flags, key tiles)."""
+    """Prepass and attention kernel; returns (BHSD output, per-workgroup-tile gate flags, key tiles). The output
+    is laid out as q is: a BSHD view's output is BSHD underneath, so the caller's transpose back to BSHD is a view
+    and needs no copy."""
     b, h, sq, d = q.shape
     sk = k.shape[2]
     bn, stat_m = tiling.BLOCK_N, tiling.STAT_M
@@ -244,7 +257,8 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptio
     ops = quantize(q, k, v, opts, kernel)
     sqp, skp = ops["q"].shape[1], ops["k"].shape[1]  # multiples of PREPASS_ROWS, hence of every query tile
     nst, nk = sqp // stat_m, skp // bn
-    out = torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device)
+    out = (torch.empty(b, sq, h, d, dtype=q.dtype, device=q.device).transpose(1, 2) if is_bshd(q) else
+           torch.empty(b, h, sq, d, dtype=q.dtype, device=q.device))
     flags = torch.zeros(b * h * nst * nk if opts.fused else 1, dtype=torch.int8, device=q.device)
     p_emax, p_shift, p_clamp, p_blocks = opts.p_format
     sizes = Sizes(sq, sk, sqp, skp, nst, nk, opts.gate_pattern)
@@ -268,7 +282,7 @@ def _launch_triton(run: Launch) -> None:
     desc_k = TensorDescriptor.from_tensor(run.k, [bn, d])
     desc_v = TensorDescriptor.from_tensor(run.v, [d, bn])
     attention_kernel[lambda meta: (sqp // meta["BM"], run.heads)](desc_q, desc_k, desc_v, *run.tensors(),
-                                                                  *run.sizes.args(), **run.consts)
+                                                                  *run.scalars(), **run.consts)
 
 
 def _launch_gluon(run: Launch) -> None:
@@ -285,7 +299,7 @@ def _launch_gluon(run: Launch) -> None:
     t, d, bn = tiling.GLUON, run.consts["D"], run.consts["BN"]
     attention_kernel[(run.sizes.s_qpad // t.block_m, run.heads)](
         descriptor(run.q, [t.block_m // 2, d]), descriptor(run.k, [bn, d]), descriptor(run.v, [d, bn]),
-        *run.tensors(), *run.sizes.args(), BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **run.consts)
+        *run.tensors(), *run.scalars(), BM=t.block_m, STAGES=t.num_stages, num_warps=t.num_warps, **run.consts)
 
 
 GLUON_TRITON = (3, 6)  # the Triton release the Gluon kernel was tested on (results/, setup.cfg's gpu extra)

@@ -198,11 +198,12 @@ def _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_p
 
 
 @triton.jit
-def _epilogue(acc, l_i, out_ptr, bh, rows, S_Q, D: tl.constexpr):
-    """O / l in the output dtype; query rows past the sequence are not written."""
+def _epilogue(acc, l_i, out_ptr, rows, S_Q, stride_os, D: tl.constexpr):
+    """O / l in the output dtype at `out_ptr`, the program's (batch, head), rows `stride_os` apart; query rows past
+    the sequence are not written."""
     out = acc * (1.0 / l_i)[:, None]
     cols = tl.arange(0, D)
-    ptrs = out_ptr + (bh * S_Q + rows[:, None]) * D + cols[None, :]
+    ptrs = out_ptr + rows[:, None] * stride_os + cols[None, :]
     tl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=(rows < S_Q)[:, None])
 
 
@@ -226,12 +227,13 @@ def _prune(configs: list[triton.Config], named_args: dict, **kwargs) -> list[tri
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flag_ptr,
-                     S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p,
+                     S_Q, S_K, S_QPAD, S_KPAD, N_ST, N_KT, gate_p, HEADS, stride_ob, stride_oh, stride_os,
                      D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAT_M: tl.constexpr,
                      D_BIAS: tl.constexpr, FUSED: tl.constexpr, GATE: tl.constexpr, P_EMAX: tl.constexpr,
                      P_SHIFT: tl.constexpr, P_CLAMP: tl.constexpr, P_BLOCKS: tl.constexpr):
     """One program = one query tile of one (batch, head); streams all key tiles (tile 0 and the last,
-    partial one peeled). Gate flags go to the program's STAT_M-row statistics tile."""
+    partial one peeled). Gate flags go to the program's STAT_M-row statistics tile. The output is written through
+    its strides (batch, head, row), so a BSHD output needs no copy."""
     qt, bh = tl.program_id(0), tl.program_id(1)
     rows = qt * BM + tl.arange(0, BM)
     q = desc_q.load([bh * S_QPAD + qt * BM, 0])
@@ -257,4 +259,4 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
         acc, l_i, m_i, c_i = _attend_tile(acc, l_i, m_i, c_i, q, q_scale, ones, desc_k, desc_v, k_scale_ptr,
                                           v_scale_ptr, flags, kv_row, v_row, N_KT - 1, S_K, gate_p, BN, D_BIAS,
                                           FUSED, False, True, GATE, P_EMAX, P_SHIFT, P_CLAMP, P_BLOCKS)
-    _epilogue(acc, l_i, out_ptr, bh, rows, S_Q, D)
+    _epilogue(acc, l_i, out_ptr + (bh // HEADS) * stride_ob + (bh % HEADS) * stride_oh, rows, S_Q, stride_os, D)

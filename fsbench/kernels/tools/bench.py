@@ -3,9 +3,11 @@
 TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a
 warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
 The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
-`skeleton-fp8` runs the Gluon kernel's tiles with both FP8 GEMMs and no softmax: the measured limit of that
-schedule under the power cap (no error columns: its output is not attention). "x conventional" compares each row
-with the conventional FP8 kernel of its own engine (same operands, same schedule, only the softmax differs).
+`gluon-fused-mxfp8-op` times the call as the pipeline makes it: BSHD tensors (the projections' layout) through
+the custom op `torch.ops.fsbench.attention`, BSHD output. `skeleton-fp8` runs the Gluon kernel's tiles with both
+FP8 GEMMs and no softmax: the measured limit of that schedule under the power cap (no error columns: its output
+is not attention). "x conventional" compares each row with the conventional FP8 kernel of its own engine (same
+operands, same schedule, only the softmax differs).
 `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling and casts included), timed only where the
 optional cudnn-frontend package is installed; `sage2-fp8` and `fa3-fp8` are SageAttention2 and FlashAttention-3
 (`kernels.tools.peers`), likewise only where they are installed. Accuracy is measured once per row against BF16 SDPA
@@ -33,6 +35,7 @@ class Row:
     fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
     missing: str | None = None  # why the row cannot run here (an optional package absent), None if it can
     attention: bool = True  # False for the skeleton, whose output is not attention (no error is measured)
+    bshd: bool = False  # True: its inputs are BSHD tensors underneath, as the pipeline's are (indexed BHSD)
 
 
 def _sdpa(backend) -> Callable:
@@ -52,6 +55,15 @@ def _triton(fmt: str, engine: str = registry.TRITON, **options: Any) -> Callable
         from fsbench.kernels.hopper.launch import triton_attention
 
         return triton_attention(q, k, v, fmt, stats=False, kernel=kernel, **options)[0]
+    return run
+
+
+def _op(fmt: str, engine: str) -> Callable:
+    """The call as the pipeline makes it: BSHD tensors through `torch.ops.fsbench.attention`, BSHD output."""
+    from fsbench.kernels.op import attention_op
+
+    def run(q, k, v):
+        return attention_op()(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), fmt, engine).transpose(1, 2)
     return run
 
 
@@ -75,6 +87,7 @@ def rows() -> list[Row]:
             Row("triton-fused-mxfp4-rowscale", _triton("mxfp4", mx_p_scale="row")),
             Row("gluon-conventional-fp8", _triton("mxfp8", registry.GLUON, softmax="conventional")),
             Row("gluon-fused-mxfp8", _triton("mxfp8", registry.GLUON)),
+            Row("gluon-fused-mxfp8-op", _op("mxfp8", registry.GLUON), bshd=True),
             Row("gluon-fused-mxfp8-nogate", _triton("mxfp8", registry.GLUON, gate_doublings=None)),
             Row("gluon-fused-mxfp6", _triton("mxfp6", registry.GLUON)),
             Row("gluon-fused-mxfp4", _triton("mxfp4", registry.GLUON)),
@@ -130,6 +143,14 @@ def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, r
     return times
 
 
+def row_inputs(selected: list[Row], inputs: list[tuple[torch.Tensor, ...]]) -> list[list[tuple[torch.Tensor, ...]]]:
+    """Each row's input sets: `inputs` itself, or for a `bshd` row the same values as BSHD tensors indexed BHSD
+    (one copy made here, outside the timing, shared by every such row)."""
+    bshd = ([tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in triple) for triple in inputs]
+            if any(row.bshd for row in selected) else [])
+    return [bshd if row.bshd else inputs for row in selected]
+
+
 def accuracy(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
     o, r = out.float().flatten(), ref.float().flatten()
     return {"rel_err_pct": 100 * ((o - r).norm() / r.norm()).item(),
@@ -158,12 +179,12 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
 
     ref = _sdpa(SDPBackend.CUDNN_ATTENTION)(*inputs[0])
     results = []
-    for row in selected:
-        ms = time_ms(row.fn, inputs, warmup, repeats)
+    for row, own in zip(selected, row_inputs(selected, inputs)):
+        ms = time_ms(row.fn, own, warmup, repeats)
         med = statistics.median(ms)
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
                   "tflops": flops / med / 1e9,
-                  **(accuracy(row.fn(*inputs[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
+                  **(accuracy(row.fn(*own[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
         if engine_of(row.name) == registry.TRITON:
             from fsbench.kernels.hopper.triton_fused import attention_kernel
 
@@ -180,7 +201,7 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
             result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
             del emu
         if hold:
-            result["back_to_back"] = hold(row.fn, inputs[0], flops)
+            result["back_to_back"] = hold(row.fn, own[0], flops)
         results.append(result)
         if progress:
             progress(result)

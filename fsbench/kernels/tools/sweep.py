@@ -18,15 +18,16 @@ GRID = tuple((1, h, s, 128) for s in SEQ_LENS for h in HEADS)
 ROWS = ("gluon-fused-mxfp8", "cudnn-fp8", "sdpa-cudnn-bf16")
 
 
-def interleaved_ms(fns: list[Callable], inputs: list[tuple], warmup: int, repeats: int) -> list[list[float]]:
-    """Per-call milliseconds of each fn, `repeats` rounds in which each fn runs once in turn, after `warmup`
-    calls of each. Consecutive calls take different input sets, so none finds its inputs in L2."""
-    for fn in fns:
-        bench.time_ms(fn, inputs, warmup, 0)
+def interleaved_ms(fns: list[Callable], inputs: list[list[tuple]], warmup: int, repeats: int) -> list[list[float]]:
+    """Per-call milliseconds of each fn on its own input sets (`inputs[j]` for `fns[j]`), `repeats` rounds in which
+    each fn runs once in turn, after `warmup` calls of each. Consecutive calls take different input sets, so none
+    finds its inputs in L2."""
+    for fn, own in zip(fns, inputs):
+        bench.time_ms(fn, own, warmup, 0)
     times: list[list[float]] = [[] for _ in fns]
     for i in range(repeats):
-        for j, fn in enumerate(fns):
-            times[j] += bench.time_ms(fn, [inputs[(i * len(fns) + j) % len(inputs)]], 0, 1)
+        for j, (fn, own) in enumerate(zip(fns, inputs)):
+            times[j] += bench.time_ms(fn, [own[(i * len(fns) + j) % len(own)]], 0, 1)
     return times
 
 
@@ -46,18 +47,19 @@ def bench_interleaved(shape: tuple[int, int, int, int], selected: list[bench.Row
     # eager casts (dynamo's default limit is 8 shapes) and slow down at the largest shapes
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 2 * len(GRID))
     inputs = bench.make_inputs(shape, input_sets)
-    times = interleaved_ms([row.fn for row in selected], inputs, warmup, repeats)
+    own = bench.row_inputs(selected, inputs)
+    times = interleaved_ms([row.fn for row in selected], own, warmup, repeats)
     ref = bench._sdpa(SDPBackend.CUDNN_ATTENTION)(*inputs[0])
     results = []
-    for row, ms in zip(selected, times):
+    for row, ms, sets in zip(selected, times, own):
         med = statistics.median(ms)
         result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
                   "tflops": flops / med / 1e9, "repeats": repeats, "interleaved": True,
-                  **bench.accuracy(row.fn(*inputs[0]), ref)}
+                  **bench.accuracy(row.fn(*sets[0]), ref)}
         if hold:
-            result["back_to_back"] = hold(row.fn, inputs[0], flops)
+            result["back_to_back"] = hold(row.fn, sets[0], flops)
         results.append(result)
-    del inputs, ref
+    del inputs, own, ref
     torch.cuda.empty_cache()
     return add_cudnn_fp8_ratio(bench.add_ratios(results))
 
