@@ -10,21 +10,26 @@ from fsbench import kernels
 from fsbench.kernels.prologue import Prologue, apply
 
 
-def wan_tables(s: int, d: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+def wan_tables(s: int, d: int, theta: float = 10000.0, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin (1, S, 1, D) float32 as Wan's rotary embedding lays them out: each angle repeated for the two
     channels of its pair, computed in float64."""
-    freqs = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angles = torch.outer(torch.arange(s, dtype=torch.float64), freqs).repeat_interleave(2, dim=-1)
+    freqs = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float64, device=device) / d)
+    angles = torch.outer(torch.arange(s, dtype=torch.float64, device=device), freqs).repeat_interleave(2, dim=-1)
     return angles.cos().float()[None, :, None], angles.sin().float()[None, :, None]
 
 
-def make_case(b: int, s: int, h: int, d: int, dtype: torch.dtype, rope: bool = True, seed: int = 0):
+def make_case(b: int, s: int, h: int, d: int, dtype: torch.dtype, rope: bool = True, seed: int = 0,
+              device: str = "cpu"):
     """Projections xq, xk as (B, S, H, D) views of (B, S, H*D), v (B, S, H, D) and a prologue with random weights."""
-    g = torch.Generator().manual_seed(seed)
-    xq, xk = ((torch.randn(b, s, h * d, generator=g) * 4).to(dtype).unflatten(2, (h, d)) for _ in range(2))
-    v = torch.randn(b, s, h, d, generator=g).to(dtype)
-    wq, wk = ((torch.rand(h * d, generator=g) + 0.5).to(dtype) for _ in range(2))
-    cos, sin = wan_tables(s, d) if rope else (None, None)
+    g = torch.Generator(device).manual_seed(seed)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, device=device)
+
+    xq, xk = ((randn(b, s, h * d) * 4).to(dtype).unflatten(2, (h, d)) for _ in range(2))
+    v = randn(b, s, h, d).to(dtype)
+    wq, wk = ((torch.rand(h * d, generator=g, device=device) + 0.5).to(dtype) for _ in range(2))
+    cos, sin = wan_tables(s, d, device=device) if rope else (None, None)
     return xq, xk, v, Prologue(wq, wk, 1e-6, cos, sin)
 
 

@@ -207,7 +207,7 @@ from fsbench.kernels.hopper import launch as ta
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 1, 300, 128).half() for _ in range(3))
 opts = ta.parse_options("mxfp6", {})
-pv, thread = ta.quantize(q, k, v, opts, "triton"), ta.quantize(q, k, v, opts, "gluon")
+pv, thread = ta.quantize(q, k, v, opts, ta.TRITON_KERNEL), ta.quantize(q, k, v, opts, ta.GLUON_KERNEL)
 print(json.dumps({name: {"k": t["k"][0].float().tolist(), "v": t["v"][0].float().tolist(),
                          "k_scale": t["k_scale"].tolist(), "v_scale": t["v_scale"].tolist()}
                   for name, t in (("pv", pv), ("thread", thread))}))
