@@ -53,6 +53,19 @@ def test_apply_equals_the_rmsnorm_module_then_wans_rope_byte_for_byte(dtype):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
+def test_torchs_rms_norm_of_bf16_rounds_once_after_the_weight_as_the_kernels_do():
+    """The rounding the kernels mirror (`kernels.hopper.norm_rope`): torch upcasts x to float32, multiplies by the
+    inverse RMS and by the weight in float32 and rounds once; rounding x * rstd to bf16 before the weight (an
+    older composite) would differ in a large share of the values, the reduction order in a rare few."""
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(64, 1024, generator=g) * 3).bfloat16()
+    w = (torch.rand(1024, generator=g) + 0.5).bfloat16()
+    got = torch.nn.functional.rms_norm(x, (1024,), w, 1e-6)
+    rstd = 1.0 / torch.sqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+    once, twice = ((x.float() * rstd) * w.float()).bfloat16(), (x.float() * rstd).bfloat16() * w
+    assert (got != once).float().mean() < 1e-3 < 0.05 < (got != twice).float().mean()
+
+
 def test_apply_without_rope_is_the_norm_alone_and_bad_shapes_are_refused():
     xq, xk, _, pro = make_case(1, 16, 2, 32, torch.bfloat16, rope=False)
     q, _ = apply(xq, xk, pro)

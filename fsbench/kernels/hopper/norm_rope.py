@@ -1,15 +1,20 @@
 """Wan's prologue (`kernels.prologue`: RMSNorm of q and k over all heads, then interleaved RoPE) in Triton.
 
-Two helpers define the numerics, as torch's `rms_norm` decomposition and `prologue.rope` round: `inv_rms_rows` is
-1 / sqrt(mean(x^2) + eps) over a token's H*D channels in float32 (correctly rounded division and square root,
-as torch's CPU `rsqrt` computes it); `norm_rope_rows` multiplies by it and by the weight in float32, rounds once to
-the input's 16-bit type, then rotates each channel pair (2i, 2i+1) in float32 and rounds again. Launches that
-use them pass `enable_fp_fusion=False`: torch's separate products and sums never fuse into an FMA.
+Rounding, as torch computes `rms_norm` for a 16-bit x and weight (`torch._decomp`'s `_fused_rms_norm` and the
+CPU composite, pinned in tests/test_kernels_prologue.py; CUDA's fused kernel also rounds once): x upcast to
+float32, rstd = rsqrt(mean(x^2) + eps) in float32, (x * rstd) * w in float32, one rounding to x's type. Then
+`prologue.rope`: the rounded pairs times the float32 tables, the products and their sum kept apart, one more
+rounding. `inv_rms_rows` computes rstd (division and square root correctly rounded, as torch's CPU `rsqrt`;
+CUDA's uses rsqrtf and its own reduction order, so the two may differ in the last float32 bit, and a rare
+output by one ulp); `norm_rope_rows` does the rest. Launches that use them pass `enable_fp_fusion=False`: no
+product and sum fuse into an FMA.
 
 `norm_rope_kernel` writes q and k (B, S, H, D) contiguous from a few whole tokens per program (one read of the
 projections, one write), or, with APPLY off, only the inverse RMS of each token: the prepass
 (`prepass.quantize_qk_kernel`, PROLOGUE on) applies `norm_rope_rows` per head tile and needs each token's RMS over
-all heads before it starts. Both variants reduce in `inv_rms_rows` with the same shapes and warps, so the
+all heads before it starts. That separate RMS pass costs one more read of the projections but keeps the prepass's
+(tile, head) programs: a program finding its tokens' RMS itself would read all H heads, H times over. Both
+variants reduce in `inv_rms_rows` with the same shapes and warps, so the
 two paths see the same inverse RMS bit for bit.
 """
 from __future__ import annotations
