@@ -1,6 +1,7 @@
 """`kernels.attention`: validate inputs, pick an implementation, return the output (and statistics)."""
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import torch
@@ -99,7 +100,7 @@ def attention_prologue(xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, prol
         q, k, v = (t.transpose(1, 2) for t in (xq, xk, v))
         launch.check_tensors(q, k, v)
         return launch.forward(q, k, v, opts, entry.hopper, prologue)[0].transpose(1, 2)
-    if name == registry.SDPA and xq.device.type == "cuda" and sixteen_bits:
+    if name == registry.SDPA and xq.device.type == "cuda" and sixteen_bits and importlib.util.find_spec("triton"):
         from fsbench.kernels.hopper import launch
 
         q, k = launch.norm_rope(xq, xk, prologue)
