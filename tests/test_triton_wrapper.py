@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from triton_interpreter import RNE_FP8, run_in_interpreter
 
 from fsbench import kernels
 from fsbench.kernels.hopper import tiling
@@ -134,47 +135,7 @@ def test_importing_the_wrapper_imports_no_triton():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def _run_in_interpreter(tmp_path, script: str, *args: str) -> dict:
-    """Run `script` with TRITON_INTERPRET=1 (Triton kernels on the CPU) and return the JSON of its last line;
-    skip where the interpreter cannot run here."""
-    pytest.importorskip("triton")
-    import json
-    import os
-
-    path = tmp_path / "interpreted.py"
-    path.write_text(script)
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    run = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, env=env, timeout=600)
-    if run.returncode:
-        pytest.skip(f"the Triton interpreter could not run the kernels here: {run.stderr[-400:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-_RNE_FP8 = '''
-import numpy as np, torch
-import triton, triton.language as tl
-from triton.runtime import interpreter
-
-_convert = interpreter._convert_float
-
-
-def _convert_rne(data, src, dst, rounding):
-    """The interpreter's own FP8 cast is not RNE and does not saturate: use torch's for e4m3."""
-    if dst == tl.float8e4nv and src in (tl.float32, tl.float16):
-        x = torch.from_numpy(np.frombuffer(data.tobytes(), dtype=np.float32 if src == tl.float32 else np.float16)
-                             .astype(np.float32))
-        return x.clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8).numpy().reshape(data.shape)
-    if src == tl.float8e4nv and dst in (tl.float32, tl.float16):
-        x = torch.from_numpy(np.frombuffer(data.tobytes(), dtype=np.uint8).copy()).view(torch.float8_e4m3fn)
-        x = x.float() if dst == tl.float32 else x.half()
-        return x.numpy().view(np.uint32 if dst == tl.float32 else np.uint16).reshape(data.shape)
-    return _convert(data, src, dst, rounding)
-
-
-interpreter._convert_float = _convert_rne
-'''
-
-_INTERPRETER_SCRIPT = _RNE_FP8 + '''
+_INTERPRETER_SCRIPT = RNE_FP8 + '''
 import json, sys
 import fsbench.kernels.hopper.triton_fused as tf
 
@@ -238,7 +199,7 @@ def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path, config, 
     """The kernel bodies on the CPU (TRITON_INTERPRET=1), FP8 casts made RNE, against the emulator, with
     128 and 64 query rows per program (two 64-row programs share one statistics tile); and BSHD views, whose
     output the kernel writes BSHD through its strides."""
-    res = _run_in_interpreter(tmp_path, _INTERPRETER_SCRIPT, str(config))
+    res = run_in_interpreter(tmp_path, _INTERPRETER_SCRIPT, str(config))
     assert res["block_m"] == block_m
     assert res["mxfp8"]["rel"] < 5e-3 and res["conventional"]["rel"] < 1e-3
     assert res["mxfp6"]["rel"] < 5e-3 and res["mxfp4"]["rel"] < 5e-3
@@ -255,7 +216,7 @@ from fsbench.kernels.hopper import launch as ta
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 1, 300, 128).half() for _ in range(3))
 opts = ta.parse_options("mxfp6", {})
-pv, thread = ta.quantize(q, k, v, opts, "triton"), ta.quantize(q, k, v, opts, "gluon")
+pv, thread = ta.quantize(q, k, v, opts, ta.TRITON_KERNEL), ta.quantize(q, k, v, opts, ta.GLUON_KERNEL)
 print(json.dumps({name: {"k": t["k"][0].float().tolist(), "v": t["v"][0].float().tolist(),
                          "k_scale": t["k_scale"].tolist(), "v_scale": t["v_scale"].tolist()}
                   for name, t in (("pv", pv), ("thread", thread))}))
@@ -270,7 +231,7 @@ def test_gluon_key_order_gives_each_quad_thread_one_mx_block_and_v_follows_its_k
     (16h + 8e + 2t + j -> 16h + 4t + 2e + j in each 32-column block). 300 keys: a short last tile."""
     import torch
 
-    res = _run_in_interpreter(tmp_path, _PREPASS_ORDER_SCRIPT)
+    res = run_in_interpreter(tmp_path, _PREPASS_ORDER_SCRIPT)
     k_pv, k_thread = torch.tensor(res["pv"]["k"]), torch.tensor(res["thread"]["k"])
     v_pv, v_thread = torch.tensor(res["pv"]["v"]), torch.tensor(res["thread"]["v"])
     assert res["pv"]["k_scale"] == res["thread"]["k_scale"] and res["pv"]["v_scale"] == res["thread"]["v_scale"]
@@ -294,7 +255,7 @@ def test_gluon_key_order_gives_each_quad_thread_one_mx_block_and_v_follows_its_k
             assert torch.equal(v_thread[:, base + pv_position(c)], v_pv[:, base + pv_position(r)])
 
 
-_PREPASS_VALUES_SCRIPT = _RNE_FP8 + '''
+_PREPASS_VALUES_SCRIPT = RNE_FP8 + '''
 import json
 from fsbench.kernels.hopper import launch as ta
 from fsbench.kernels.reference.emulator import EmulatorOptions, quantize_operands
@@ -351,7 +312,7 @@ def test_prepass_operands_dequantize_to_the_emulators_quantized_operands(tmp_pat
     tensor's). With the rotation the prepass rotates in a 16-bit MMA where the emulator rotates in float32 (fp16
     inputs: the interpreter's bf16 dot is unreliable): a rare element rounds to its neighbour, one step of the
     element format away."""
-    res = _run_in_interpreter(tmp_path, _PREPASS_VALUES_SCRIPT)
+    res = run_in_interpreter(tmp_path, _PREPASS_VALUES_SCRIPT)
     assert len(res) == 12
     for key, ops in res.items():
         fmt, _, hadamard = key.split("/")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from fsbench.kernels.prologue import Prologue
     from fsbench.kernels.stats import AttentionStats
 
 
@@ -31,6 +32,15 @@ def attention_with_stats(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor"
     return _attention_with_stats(q, k, v, fmt, impl=impl, layout=layout, **options)
 
 
+def attention_prologue(xq: "torch.Tensor", xk: "torch.Tensor", v: "torch.Tensor", prologue: "Prologue",
+                       fmt: str = "mxfp8", *, impl: str = "auto", **options: Any) -> "torch.Tensor":
+    """`attention` of Wan's normed and rotated q, k (`kernels.prologue`) from the raw projections xq, xk, all BSHD;
+    the Hopper kernels apply the prologue in their prepass. See `kernels.api`."""
+    from fsbench.kernels.api import attention_prologue as _attention_prologue
+
+    return _attention_prologue(xq, xk, v, prologue, fmt, impl=impl, **options)
+
+
 def resolve_impl(fmt: str, impl: str, device: "torch.device", head_dim: int) -> str:
     """The implementation `attention(..., impl=impl)` runs for `fmt` on `device` at `head_dim`."""
     from fsbench.kernels.api import resolve_impl as _resolve_impl
@@ -46,4 +56,4 @@ def auto_fallback(fmt: str, device: "torch.device", head_dim: int) -> str | None
     return _auto_fallback(fmt, device, head_dim)
 
 
-__all__ = ["attention", "attention_with_stats", "auto_fallback", "resolve_impl"]
+__all__ = ["attention", "attention_prologue", "attention_with_stats", "auto_fallback", "resolve_impl"]

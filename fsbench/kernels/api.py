@@ -1,16 +1,18 @@
 """`kernels.attention`: validate inputs, pick an implementation, return the output (and statistics)."""
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import torch
 
 from fsbench.kernels import registry
 from fsbench.kernels.constants import FORMATS
+from fsbench.kernels.prologue import Prologue, apply, check_prologue
 from fsbench.kernels.registry import AUTO, IMPLS, resolve_impl
 from fsbench.kernels.stats import AttentionStats
 
-__all__ = ["FORMATS", "IMPLS", "LAYOUTS", "attention", "attention_with_stats", "resolve_impl"]
+__all__ = ["FORMATS", "IMPLS", "LAYOUTS", "attention", "attention_prologue", "attention_with_stats", "resolve_impl"]
 LAYOUTS = ("BSHD", "BHSD")
 
 
@@ -75,3 +77,33 @@ def _dispatch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl:
     if layout == "BSHD":
         out = out.transpose(1, 2)
     return out, stats
+
+
+def attention_prologue(xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, prologue: Prologue,
+                       fmt: str = "mxfp8", *, impl: str = AUTO, **options: Any) -> torch.Tensor:
+    """`attention` of q, k = `prologue.apply(xq, xk, prologue)` and v, all BSHD (B, S, H, D), output in xq's
+    dtype, from the raw projections xq, xk. The Hopper kernels apply the prologue inside their prepass (the
+    normed q and k are never written); bf16 on CUDA norms and rotates in one Triton pass (`launch.norm_rope`)
+    before SDPA; the emulator, the CPU and float32 projections take the torch reference."""
+    _check_inputs(xq, xk, v, fmt, impl, "BSHD")
+    check_prologue(xq, xk, prologue)
+    name = resolve_impl(fmt, impl, xq.device, xq.shape[-1])
+    entry = registry.get(name)
+    unmet = entry.unmet(fmt, xq.device, xq.shape[-1])
+    if unmet:
+        raise ValueError(unmet)
+    sixteen_bits = xq.dtype in (torch.bfloat16, torch.float16) and xk.dtype == xq.dtype
+    if entry.hopper is not None and sixteen_bits:
+        from fsbench.kernels.hopper import launch
+
+        opts = launch.parse_options(fmt, options)
+        q, k, v = (t.transpose(1, 2) for t in (xq, xk, v))
+        launch.check_tensors(q, k, v)
+        return launch.forward(q, k, v, opts, entry.hopper, prologue)[0].transpose(1, 2)
+    if name == registry.SDPA and xq.device.type == "cuda" and sixteen_bits and importlib.util.find_spec("triton"):
+        from fsbench.kernels.hopper import launch
+
+        q, k = launch.norm_rope(xq, xk, prologue)
+    else:
+        q, k = apply(xq, xk, prologue)
+    return attention(q, k, v, fmt, impl=name, layout="BSHD", **options)
