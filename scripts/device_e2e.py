@@ -16,15 +16,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 import torch
 
-from fsbench import kernels
 from fsbench.harness import dataset, loadgen_driver, pipeline, results, runner
-from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.attention import SelfAttentionCall, SelfAttentionRouter
 from fsbench.harness.presets import build_settings
 from fsbench.harness.profile import Clock
 from fsbench.harness.schedule import load as load_schedule
@@ -38,11 +38,11 @@ class TimedCore:
         self.clock, self.impl, self.noop = clock, impl, noop
         self.marks: list[tuple[Any, Any]] = []
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str) -> torch.Tensor:
+    def __call__(self, call: SelfAttentionCall) -> torch.Tensor:
         if self.noop:
-            return v
+            return call.v
         start = self.clock.mark()
-        out = kernels.attention(q, k, v, fmt, impl="auto" if fmt == "bf16" else self.impl, layout="BSHD")
+        out = replace(call, impl="auto" if call.fmt == "bf16" else self.impl).run()
         self.marks.append((start, self.clock.mark()))
         return out
 

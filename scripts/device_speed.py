@@ -50,7 +50,7 @@ from fsbench.harness import (
     runner,
     speed,
 )
-from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.attention import SelfAttentionCall, SelfAttentionRouter
 from fsbench.harness.presets import build_settings
 from fsbench.harness.profile import Clock, Profiler
 from fsbench.harness.schedule import load as load_schedule
@@ -436,16 +436,17 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
         calls: list[dict[str, Any]] = []
         spans: list[tuple[Any, Any]] = []
 
-        def keeping(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call_fmt: str) -> torch.Tensor:
+        def keeping(call: SelfAttentionCall) -> torch.Tensor:
+            q, k, v = call.qkv()
             if len(calls) in keep:
                 kept[len(calls)] = (q.clone(), k.clone(), v.clone())
-            result, stats = kernels.attention_with_stats(q, k, v, call_fmt, layout="BSHD")
+            result, stats = kernels.attention_with_stats(q, k, v, call.fmt, layout="BSHD")
             calls.append({"layer": len(calls), **stats.as_dict()})
             return result
 
-        def timing(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call_fmt: str) -> torch.Tensor:
+        def timing(call: SelfAttentionCall) -> torch.Tensor:
             start = clock.mark()
-            result = kernels.attention(q, k, v, call_fmt, layout="BSHD")
+            result = call.run()
             spans.append((start, clock.mark()))
             return result
 

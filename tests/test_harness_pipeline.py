@@ -90,8 +90,9 @@ def test_router_uses_the_schedule_format_of_each_step_expert_and_cfg_pass(tiny):
     spec, pipe = tiny
     seen = []
 
-    def core(q, k, v, fmt):
-        seen.append((router.step, router.expert, router.cfg_pass, fmt))
+    def core(call):
+        seen.append((router.step, router.expert, router.cfg_pass, call.fmt))
+        q, k, v = call.qkv()
         return torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
 
     router = SelfAttentionRouter(load_schedule("hybrid").resolve(4, 2), core=core)

@@ -6,12 +6,15 @@ from counting expert forwards within a step (the pipeline runs cond, then uncond
 With a `Capture`, every call's `AttentionStats` is recorded and q, k, v of the calls with the highest
 rollback rates are kept for offline kernel studies.
 
-Every routed call goes through the custom op `torch.ops.fsbench.attention` (`kernels.op`), so compiled blocks
-(`--compile`) hold the call inside their graphs. The format reaches the op as a string argument read from the
-processor, which the router sets at every step: a compiled block gets one graph per format of the schedule. The
-op's body runs eagerly even inside a graph and calls the router back (`_op_call`), which knows the step, the
-expert, the CFG pass and, counting calls within the expert's forward, the layer: timers (`core`, `--profile`)
-and statistics (`Capture`) see every call with or without compilation.
+Every routed call goes through the custom op `torch.ops.fsbench.self_attention` (`kernels.op`) with the raw
+q and k projections and their RMSNorm and RoPE (`kernels.prologue`), which the Hopper kernels apply in their
+prepass, so the projections are read once; compiled blocks (`--compile`) hold the call inside their graphs. The
+format reaches the op as a string argument read from the processor, which the router sets at every step: a
+compiled block gets one graph per format of the schedule. The op's body runs eagerly even inside a graph and calls
+the router back (`_op_call`), which knows the step, the expert, the CFG pass and, counting calls within the
+expert's forward, the layer: timers (`core`, `--profile`) and statistics (`Capture`) see every call, as a
+`SelfAttentionCall`, with or without compilation. A timer around `call.run()` covers the same work for every
+format: RMSNorm, RoPE and attention.
 """
 from __future__ import annotations
 
@@ -30,10 +33,39 @@ from fsbench import kernels
 from fsbench.harness.results import atomic_write, atomic_write_text
 from fsbench.harness.schedule import ResolvedSchedule
 from fsbench.kernels import op
+from fsbench.kernels.prologue import Prologue
+from fsbench.kernels.prologue import apply as apply_prologue
 from fsbench.kernels.registry import AUTO
 
-Core = Callable[..., torch.Tensor]
 CFG_PASSES = ("cond", "uncond")
+
+
+@dataclass(frozen=True)
+class SelfAttentionCall:
+    """One routed self-attention call: the projections xq, xk (q and k before `prologue`; q and k themselves where
+    it is None) and v, all BSHD, with the format and kernel the schedule gives it."""
+
+    xq: torch.Tensor
+    xk: torch.Tensor
+    v: torch.Tensor
+    fmt: str
+    impl: str
+    prologue: Prologue | None = None
+
+    def qkv(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v as attention sees them (the prologue applied by its torch reference)."""
+        if self.prologue is None:
+            return self.xq, self.xk, self.v
+        return (*apply_prologue(self.xq, self.xk, self.prologue), self.v)
+
+    def run(self) -> torch.Tensor:
+        """The call's output from the kernels (the Hopper kernels apply the prologue in their prepass)."""
+        if self.prologue is None:
+            return kernels.attention(self.xq, self.xk, self.v, self.fmt, impl=self.impl, layout="BSHD")
+        return kernels.attention_prologue(self.xq, self.xk, self.v, self.prologue, self.fmt, impl=self.impl)
+
+
+Core = Callable[[SelfAttentionCall], torch.Tensor]
 
 
 @dataclass
@@ -102,8 +134,8 @@ class SelfAttentionRouter:
 
     def __init__(self, schedule: ResolvedSchedule, *, impl: str = AUTO, capture: Capture | None = None,
                  core: Core | None = None):
-        """`core(q, k, v, fmt) -> out` replaces kernels.attention (timing, no-op baselines); `impl` picks the
-        kernel for the MX formats (bf16 always runs SDPA)."""
+        """`core(call) -> out` replaces the kernels (timing, no-op baselines); `impl` picks the kernel for the MX
+        formats (bf16 always runs SDPA)."""
         self.schedule, self.impl, self.capture, self.core = schedule, impl, capture, core
         self.kernels_used: dict[str, str] = {}  # format -> the implementation that ran it (for the manifest)
         self.kernel_fallbacks: dict[str, str] = {}  # format -> why "auto" passed over a faster kernel (manifest)
@@ -125,6 +157,7 @@ class SelfAttentionRouter:
                                  f"{expert}-noise expert has {len(model.blocks)}")
             self._installed.append((model, model.register_forward_pre_hook(self._forward_hook(expert))))
             for layer, block in enumerate(model.blocks):
+                check_norms(block.attn1)
                 processor = _RoutedSelfAttention(self, layer)
                 self._processors.append(processor)
                 block.attn1.set_processor(processor)
@@ -169,29 +202,30 @@ class SelfAttentionRouter:
             self._calls = 0
         return hook
 
-    def _op_call(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl: str) -> torch.Tensor:
+    def _op_call(self, xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, fmt: str, impl: str,
+                 prologue: Prologue | None) -> torch.Tensor:
         """The op's body while installed: blocks run in order, so the n-th call of a forward is layer n."""
         layer = self._calls % len(self.schedule.table[0])
         self._calls += 1
         if fmt != self.schedule.fmt(self.step, layer):
             raise RuntimeError(f"attention call {layer} of step {self.step} got {fmt}, the schedule says "
                                f"{self.schedule.fmt(self.step, layer)}: the blocks ran out of order")
-        return self.attend(layer, q, k, v)
+        return self.attend(layer, SelfAttentionCall(xq, xk, v, fmt, impl, prologue))
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        fmt = self.schedule.fmt(self.step, layer)
+    def attend(self, layer: int, call: SelfAttentionCall) -> torch.Tensor:
         if self.core is not None:
-            return self.core(q, k, v, fmt)
-        impl = AUTO if fmt == "bf16" else self.impl
+            return self.core(call)
+        fmt, impl, device, head_dim = call.fmt, call.impl, call.v.device, call.v.shape[-1]
         if fmt not in self.kernels_used:
-            self.kernels_used[fmt] = kernels.resolve_impl(fmt, impl, q.device, q.shape[-1])
-            reason = kernels.auto_fallback(fmt, q.device, q.shape[-1]) if impl == AUTO else None
+            self.kernels_used[fmt] = kernels.resolve_impl(fmt, impl, device, head_dim)
+            reason = kernels.auto_fallback(fmt, device, head_dim) if impl == AUTO else None
             if reason is not None:
                 self.kernel_fallbacks[fmt] = reason
                 logging.getLogger("fsbench").warning("%s attention runs impl=%s: %s", fmt, self.kernels_used[fmt],
                                                      reason)
         if self.capture is None:
-            return kernels.attention(q, k, v, fmt, impl=impl, layout="BSHD")
+            return call.run()
+        q, k, v = call.qkv()
         out, stats = kernels.attention_with_stats(q, k, v, fmt, impl=impl, layout="BSHD")
         record = {"video": self.video, "step": self.step, "expert": self.expert, "layer": layer,
                   "cfg": CFG_PASSES[self.cfg_pass] if self.cfg_pass < len(CFG_PASSES) else str(self.cfg_pass),
@@ -201,30 +235,36 @@ class SelfAttentionRouter:
 
 
 class _RoutedSelfAttention:
-    """A Wan attention processor for attn1: the projections, RMS norms and RoPE of diffusers'
-    `WanAttnProcessor`, then the router's attention core in BSHD layout."""
+    """A Wan attention processor for attn1: the projections of diffusers' `WanAttnProcessor`, then its RMS norms,
+    RoPE and attention in one op (`torch.ops.fsbench.self_attention`), BSHD."""
 
     def __init__(self, router: SelfAttentionRouter, layer: int):
         self.router, self.layer = router, layer
         self.fmt, self.impl = "bf16", "auto"  # set by the router at every step
-        self.op = op.attention_op()
+        self.op = op.self_attention_op()
 
     def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None,
                  rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         if encoder_hidden_states is not None or attention_mask is not None:
             raise ValueError("the routed processor serves self-attention (attn1) without a mask only")
-        q = attn.norm_q(attn.to_q(hidden_states)).unflatten(2, (attn.heads, -1))
-        k = attn.norm_k(attn.to_k(hidden_states)).unflatten(2, (attn.heads, -1))
-        v = attn.to_v(hidden_states).unflatten(2, (attn.heads, -1))
-        if rotary_emb is not None:
-            q, k = _rope(q, *rotary_emb), _rope(k, *rotary_emb)
-        out = self.op(q, k, v, self.fmt, self.impl).flatten(2, 3)
-        return attn.to_out[1](attn.to_out[0](out))
+        xq, xk, v = (proj(hidden_states).unflatten(2, (attn.heads, -1)) for proj in (attn.to_q, attn.to_k, attn.to_v))
+        cos, sin = rotary_emb if rotary_emb is not None else (None, None)
+        out = self.op(xq, xk, v, attn.norm_q.weight, attn.norm_k.weight, _eps(attn.norm_q, xq), cos, sin, self.fmt,
+                      self.impl)
+        return attn.to_out[1](attn.to_out[0](out.flatten(2, 3)))
 
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Wan's RoPE on interleaved (even, odd) channel pairs; cos/sin are (1, S, 1, D)."""
-    even, odd = x.unflatten(-1, (-1, 2)).unbind(-1)
-    c, s = cos[..., 0::2], sin[..., 1::2]
-    return torch.stack((even * c - odd * s, even * s + odd * c), dim=-1).flatten(-2).type_as(x)
+def check_norms(attn: Any) -> None:
+    """ValueError unless attn1's q and k norms are the RMSNorms with weights and one eps that the prologue
+    (`kernels.prologue`) computes."""
+    norms = (attn.norm_q, attn.norm_k)
+    if not all(isinstance(n, torch.nn.RMSNorm) and n.weight is not None for n in norms) or \
+            norms[0].eps != norms[1].eps:
+        raise ValueError(f"the routed processor needs attn1's norm_q and norm_k to be RMSNorms with weights and one "
+                         f"eps, got {type(norms[0]).__name__} and {type(norms[1]).__name__}")
+
+
+def _eps(norm: torch.nn.RMSNorm, x: torch.Tensor) -> float:
+    """The RMSNorm's eps, or torch's default for x's dtype where it has none (as `rms_norm` takes it)."""
+    return norm.eps if norm.eps is not None else torch.finfo(x.dtype).eps

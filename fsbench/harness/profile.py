@@ -38,9 +38,10 @@ from torch import nn
 from fsbench import kernels
 from fsbench.errors import FsbenchError
 from fsbench.harness import gpu_clock
+from fsbench.harness.attention import SelfAttentionCall
 from fsbench.harness.energy import Meter
 from fsbench.harness.results import atomic_write_text
-from fsbench.kernels.registry import AUTO, SDPA
+from fsbench.kernels.registry import SDPA
 
 PARTS = ("self_attention", "cross_attention", "gemm")
 JSON_NAME, TABLE_NAME = "profile.json", "profile.md"
@@ -216,10 +217,11 @@ class Profiler:
             self._denoise_marks.append(self._window.mark())
 
     # ---- timed cores ----------------------------------------------------------------------------------------
-    def _self_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str) -> torch.Tensor:
-        """The router's core (what `SelfAttentionRouter.attend` runs without capture), with a span around it."""
+    def _self_attention(self, call: SelfAttentionCall) -> torch.Tensor:
+        """The router's core (what `SelfAttentionRouter.attend` runs without capture: RMSNorm, RoPE and attention
+        of one `SelfAttentionCall`), with a span around it."""
         start = self.clock.mark()
-        out = kernels.attention(q, k, v, fmt, impl=AUTO if fmt == "bf16" else self._router.impl, layout="BSHD")
+        out = call.run()
         self._spans[(self._router.step, "self_attention")].append((start, self.clock.mark()))
         return out
 

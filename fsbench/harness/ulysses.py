@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.attention import SelfAttentionCall, SelfAttentionRouter
 from fsbench.harness.schedule import ResolvedSchedule
 
 
@@ -58,10 +58,13 @@ class UlyssesRouter(SelfAttentionRouter):
         super().install(pipe)
         self._pipe = pipe
 
-    @torch.compiler.disable  # as the base router's: collectives and kernels stay outside compiled blocks
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        q, k, v = (seq_to_heads(t.contiguous(), self.group) for t in (q, k, v))
-        return heads_to_seq(super().attend(layer, q, k, v).contiguous(), self.group)
+    @torch.compiler.disable  # collectives stay outside compiled blocks
+    def attend(self, layer: int, call: SelfAttentionCall) -> torch.Tensor:
+        """RMSNorm and RoPE on this rank's tokens (the norm spans every head, which only the sequence shard
+        holds), then the head shard's attention, without the fused prepass."""
+        q, k, v = (seq_to_heads(t.contiguous(), self.group) for t in call.qkv())
+        shard = SelfAttentionCall(q, k, v, call.fmt, call.impl)
+        return heads_to_seq(super().attend(layer, shard).contiguous(), self.group)
 
     def uninstall(self) -> None:
         """diffusers' processors come back with the parallel config, so they keep attending across ranks."""

@@ -1,21 +1,21 @@
 """`fsbench kernels bench`: attention throughput and accuracy on the H200.
 
-TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a
-warm-up, median of the repeats, rotating over several input sets so no call finds its inputs in L2.
-The Triton and Gluon rows time the whole call: prepass (Hadamard + quantization) and attention kernel.
-`gluon-fused-mxfp8-op` times the call as the pipeline makes it: BSHD tensors (the projections' layout) through
-the custom op `torch.ops.fsbench.attention`, BSHD output. `skeleton-fp8` runs the Gluon kernel's tiles with both
-FP8 GEMMs and no softmax: the measured limit of that schedule under the power cap (no error columns: its output
-is not attention). "x conventional" compares each row with the conventional FP8 kernel of its own engine (same
-operands, same schedule, only the softmax differs).
-`cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling and casts included), timed only where the
-optional cudnn-frontend package is installed; `sage2-fp8` and `fa3-fp8` are SageAttention2 and FlashAttention-3
-(`kernels.tools.peers`), likewise only where they are installed. Accuracy is measured once per row against BF16 SDPA
-(cuDNN) on the first input set: relative error ||out - ref|| / ||ref||
-in percent and the cosine similarity.
+TFLOP/s counts 4*b*h*s^2*d (both GEMMs, non-causal), timed with CUDA events around each call after a warm-up, median
+of the repeats, rotating over several input sets so no call finds its inputs in L2. The Triton and Gluon rows time
+the whole call: prepass (Hadamard + quantization) and attention kernel. `gluon-fused-mxfp8-op` times the call as the
+pipeline makes it: the projections as BSHD tensors through the custom op `torch.ops.fsbench.self_attention`, RMSNorm
+and RoPE included, BSHD output. `skeleton-fp8` runs the Gluon kernel's tiles with both FP8 GEMMs and no softmax: the
+measured limit of that schedule under the power cap (no error columns: its output is not attention). "x
+conventional" compares each row with the conventional FP8 kernel of its own engine (same operands, same schedule,
+only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling and casts
+included), timed only where the optional cudnn-frontend package is installed; `sage2-fp8` and `fa3-fp8` are
+SageAttention2 and FlashAttention-3 (`kernels.tools.peers`), likewise only where they are installed. Accuracy is
+measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error ||out - ref|| / ||ref|| in
+percent and the cosine similarity.
 """
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -25,6 +25,7 @@ import torch
 from fsbench.kernels import registry
 
 SHAPES = ((1, 40, 75600, 128), (1, 24, 32768, 128))
+EPS = 1e-6  # Wan's RMSNorm eps, for the row that times the pipeline's call
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,25 @@ def _triton(fmt: str, engine: str = registry.TRITON, **options: Any) -> Callable
     return run
 
 
+@functools.lru_cache(maxsize=4)
+def _identity_prologue(channels: int, seq: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """RMSNorm weights of one and RoPE at angle zero: the prologue's work at the values it leaves unchanged."""
+    return (torch.ones(channels, device=device, dtype=torch.bfloat16),
+            torch.ones(1, seq, 1, head_dim, device=device), torch.zeros(1, seq, 1, head_dim, device=device))
+
+
 def _op(fmt: str, engine: str) -> Callable:
-    """The call as the pipeline makes it: BSHD tensors through `torch.ops.fsbench.attention`, BSHD output."""
-    from fsbench.kernels.op import attention_op
+    """The call as the pipeline makes it: the projections as BSHD tensors through
+    `torch.ops.fsbench.self_attention`, RMSNorm and RoPE included, BSHD output. The inputs' tokens have unit RMS
+    (`make_inputs`), so the norm (weights of one) and the rotation (angle zero) leave q and k as they are, up to
+    bf16 rounding, and the error column compares the same attention as the other rows'."""
+    from fsbench.kernels.op import self_attention_op
 
     def run(q, k, v):
-        return attention_op()(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), fmt, engine).transpose(1, 2)
+        xq, xk, v = (t.transpose(1, 2) for t in (q, k, v))
+        b, s, h, d = xq.shape
+        weights, cos, sin = _identity_prologue(h * d, s, d, xq.device)
+        return self_attention_op()(xq, xk, v, weights, weights, EPS, cos, sin, fmt, engine).transpose(1, 2)
     return run
 
 
@@ -158,10 +172,14 @@ def accuracy(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
 
 
 def make_inputs(shape: tuple[int, int, int, int], sets: int) -> list[tuple[torch.Tensor, ...]]:
-    """`sets` (q, k, v) triples of standard normal BF16 on the GPU, the same for every row (seed 0)."""
+    """`sets` (q, k, v) triples of standard normal BF16 on the GPU, the same for every row (seed 0), each token
+    scaled to unit RMS over its heads, as Wan's RMSNorm leaves q and k."""
     g = torch.Generator(device="cuda").manual_seed(0)
-    return [tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-            for _ in range(sets)]
+
+    def unit_rms(x: torch.Tensor) -> torch.Tensor:
+        return (x * x.square().mean(dim=(1, 3), keepdim=True).rsqrt()).to(torch.bfloat16)
+
+    return [tuple(unit_rms(torch.randn(shape, device="cuda", generator=g)) for _ in range(3)) for _ in range(sets)]
 
 
 def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: int = 2, repeats: int = 7,
