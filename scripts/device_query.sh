@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One H200 node (no network), one command of at most 600 s: fsbench installed from wheelhouse/
 # (scripts/install_offline.sh), then the tasks named on the command line, in order:
-#   check                   the kernels' GPU tests (tests/test_triton_gpu.py, tests/test_kernels_prologue_gpu.py) and
-#                           the prologue's timing (scripts/lab/prologue_time.py); stops the command where a test fails
+#   check                   the kernels' GPU tests ($CHECK_TESTS, default tests/test_triton_gpu.py and
+#                           tests/test_kernels_prologue_gpu.py) and the prologue's timing (scripts/lab/prologue_time.py);
+#                           stops the command where a test fails
 #   bench NAME              the fused mxfp8 call at (1,40,75600,128) three ways, interleaved, with clock and power:
 #                           BHSD tensors, the pipeline's call (projections through the self_attention op), cuDNN FP8
 #   query SCHEDULE CONFIG   one real 720x1280x81 SingleStream query of a14b-synthetic (scripts/e2e_queries.py)
@@ -22,8 +23,8 @@ echo "a red fox running through fresh snow at dawn" > "$FSBENCH_DATA/vbench_prom
 while (($#)); do
   case $1 in
     check)
-      timeout "${TESTS_S:-240}" python3 -m pytest -q -rfs -p no:cacheprovider tests/test_triton_gpu.py \
-        tests/test_kernels_prologue_gpu.py > "$logs/gpu_tests.log" 2>&1
+      timeout "${TESTS_S:-240}" python3 -m pytest -q -rfs -p no:cacheprovider \
+        ${CHECK_TESTS:-tests/test_triton_gpu.py tests/test_kernels_prologue_gpu.py} > "$logs/gpu_tests.log" 2>&1
       status=$?
       tail -3 "$logs/gpu_tests.log"
       ((status)) && { echo "GPU tests failed ($status): stopping"; exit 1; }

@@ -1,5 +1,5 @@
 """Wan's q/k prologue (RMSNorm over all heads, interleaved RoPE): the torch reference against what the harness
-ran before, the Triton kernels in the interpreter against it and against each other, and `attention_prologue`."""
+ran before, the `norm_rope` Triton kernel in the interpreter against it, and `attention_prologue`."""
 from __future__ import annotations
 
 import pytest
@@ -98,7 +98,7 @@ from test_kernels_prologue import make_case
 from fsbench.kernels.hopper import launch
 from fsbench.kernels.prologue import apply
 
-b, s, h, d, dtype, fmt, hadamard, rope = json.loads(sys.argv[2])
+b, s, h, d, dtype, rope = json.loads(sys.argv[2])
 dtype = getattr(torch, dtype)
 xq, xk, v, pro = make_case(b, s, h, d, dtype, rope)
 out = {}
@@ -109,15 +109,6 @@ for name, got, want in (("q", q, apply(xq, xk, pro)[0]), ("k", k, apply(xq, xk, 
     out[name] = {"mismatches": int((got != want).sum()), "count": got.numel(),
                  "max_pair_ulps": ((got.float() - want.float()).abs() / ulp).max().item(),
                  "contiguous": got.is_contiguous(), "shape": list(got.shape)}
-if fmt:
-    opts = launch.parse_options(fmt, {"hadamard": hadamard})
-    for kernel in (launch.TRITON_KERNEL, launch.GLUON_KERNEL):
-        fused = launch.quantize(xq.transpose(1, 2), xk.transpose(1, 2), v.transpose(1, 2), opts, kernel, pro)
-        plain = launch.quantize(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), opts, kernel)
-        out[kernel.label] = {name: bool(torch.equal(fused[name].view(torch.uint8), plain[name].view(torch.uint8))
-                                        if fused[name].dtype == torch.float8_e4m3fn else
-                                        torch.equal(fused[name], plain[name]))
-                             for name in ("q", "q_scale", "k", "k_scale")}
 print(json.dumps(out))
 '''
 
@@ -129,25 +120,9 @@ def _run_kernels(tmp_path, case: list) -> dict:
     return run_in_interpreter(tmp_path, _KERNELS_SCRIPT, str(Path(__file__).parent), json.dumps(case))
 
 
-FUSED_CASES = [  # (b, s, h, d, dtype, fmt, hadamard, rope): fp16 where the prepass rotates (a 16-bit dot)
-    [1, 200, 2, 128, "float16", "mxfp8", True, True],
-    [2, 130, 3, 128, "bfloat16", "mxfp6", False, True],
-    [1, 260, 2, 128, "float16", "mxfp4", True, False],
-]
-
-
-@pytest.mark.parametrize("case", FUSED_CASES, ids=lambda c: f"{c[5]}-{c[4]}-s{c[1]}-h{c[2]}")
-def test_fused_prepass_operands_equal_the_prepass_of_the_norm_rope_kernels_output(tmp_path, case):
-    """In the interpreter: the Q/K prepass applying the prologue to the raw projections writes the same FP8
-    operands and scales, bit for bit, as the plain prepass on what `norm_rope` wrote (both round in
-    `norm_rope_rows` and take the inverse RMS from `inv_rms_rows`); short last tiles, 2 and 3 heads."""
-    res = _run_kernels(tmp_path, case)
-    assert res["Triton"] == res["Gluon"] == {"q": True, "q_scale": True, "k": True, "k_scale": True}
-
-
-@pytest.mark.parametrize("case", [[1, 300, 2, 128, "bfloat16", None, False, True],
-                                  [2, 130, 3, 128, "bfloat16", None, False, False],
-                                  [1, 200, 3, 128, "float16", None, False, True]],
+@pytest.mark.parametrize("case", [[1, 300, 2, 128, "bfloat16", True],
+                                  [2, 130, 3, 128, "bfloat16", False],
+                                  [1, 200, 3, 128, "float16", True]],
                          ids=["bf16-s300-h2", "bf16-b2-s130-h3-norope", "fp16-s200-h3"])
 def test_norm_rope_kernel_equals_the_torch_prologue_but_for_rare_one_ulp_steps(tmp_path, case):
     """`norm_rope` in the interpreter against `prologue.apply`: the kernel sums x^2 over a token's channels in its

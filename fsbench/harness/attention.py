@@ -7,8 +7,8 @@ With a `Capture`, every call's `AttentionStats` is recorded and q, k, v of the c
 rollback rates are kept for offline kernel studies.
 
 Every routed call goes through the custom op `torch.ops.fsbench.self_attention` (`kernels.op`) with the raw
-q and k projections and their RMSNorm and RoPE (`kernels.prologue`), which the Hopper kernels apply in their
-prepass, so the projections are read once; compiled blocks (`--compile`) hold the call inside their graphs. The
+q and k projections and their RMSNorm and RoPE (`kernels.prologue`), which one Triton pass applies on the GPU
+(faster than inductor's fusion of them); compiled blocks (`--compile`) hold the call inside their graphs. The
 format reaches the op as a string argument read from the processor, which the router sets at every step: a
 compiled block gets one graph per format of the schedule. The op's body runs eagerly even inside a graph and calls
 the router back (`_op_call`), which knows the step, the expert, the CFG pass and, counting calls within the
@@ -59,7 +59,7 @@ class SelfAttentionCall:
         return (*apply_prologue(self.xq, self.xk, self.prologue), self.v)
 
     def run(self) -> torch.Tensor:
-        """The call's output from the kernels (the Hopper kernels apply the prologue in their prepass)."""
+        """The call's output from the kernels, the prologue included."""
         if self.prologue is None:
             return kernels.attention(self.xq, self.xk, self.v, self.fmt, impl=self.impl, layout="BSHD")
         return kernels.attention_prologue(self.xq, self.xk, self.v, self.prologue, self.fmt, impl=self.impl)

@@ -35,7 +35,7 @@ def attention_with_stats(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor"
 def attention_prologue(xq: "torch.Tensor", xk: "torch.Tensor", v: "torch.Tensor", prologue: "Prologue",
                        fmt: str = "mxfp8", *, impl: str = "auto", **options: Any) -> "torch.Tensor":
     """`attention` of Wan's normed and rotated q, k (`kernels.prologue`) from the raw projections xq, xk, all BSHD;
-    the Hopper kernels apply the prologue in their prepass. See `kernels.api`."""
+    on a GPU one Triton pass norms and rotates them before the kernel. See `kernels.api`."""
     from fsbench.kernels.api import attention_prologue as _attention_prologue
 
     return _attention_prologue(xq, xk, v, prologue, fmt, impl=impl, **options)

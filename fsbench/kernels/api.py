@@ -82,9 +82,9 @@ def _dispatch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl:
 def attention_prologue(xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, prologue: Prologue,
                        fmt: str = "mxfp8", *, impl: str = AUTO, **options: Any) -> torch.Tensor:
     """`attention` of q, k = `prologue.apply(xq, xk, prologue)` and v, all BSHD (B, S, H, D), output in xq's
-    dtype, from the raw projections xq, xk. The Hopper kernels apply the prologue inside their prepass (the
-    normed q and k are never written); bf16 on CUDA norms and rotates in one Triton pass (`launch.norm_rope`)
-    before SDPA; the emulator, the CPU and float32 projections take the torch reference."""
+    dtype, from the raw projections xq, xk. On a GPU with Triton, 16-bit projections are normed and rotated in one
+    Triton pass (`launch.norm_rope`) before the kernel (SDPA, or the Hopper prepass and kernel); the emulator, the
+    CPU and float32 projections take the torch reference."""
     _check_inputs(xq, xk, v, fmt, impl, "BSHD")
     check_prologue(xq, xk, prologue)
     name = resolve_impl(fmt, impl, xq.device, xq.shape[-1])
@@ -93,14 +93,8 @@ def attention_prologue(xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, prol
     if unmet:
         raise ValueError(unmet)
     sixteen_bits = xq.dtype in (torch.bfloat16, torch.float16) and xk.dtype == xq.dtype
-    if entry.hopper is not None and sixteen_bits:
-        from fsbench.kernels.hopper import launch
-
-        opts = launch.parse_options(fmt, options)
-        q, k, v = (t.transpose(1, 2) for t in (xq, xk, v))
-        launch.check_tensors(q, k, v)
-        return launch.forward(q, k, v, opts, entry.hopper, prologue)[0].transpose(1, 2)
-    if name == registry.SDPA and xq.device.type == "cuda" and sixteen_bits and importlib.util.find_spec("triton"):
+    if (entry.hopper is not None or name == registry.SDPA) and xq.device.type == "cuda" and sixteen_bits \
+            and importlib.util.find_spec("triton"):
         from fsbench.kernels.hopper import launch
 
         q, k = launch.norm_rope(xq, xk, prologue)

@@ -3,8 +3,8 @@
 holds the attention call instead of breaking around it.
 
 `attention` takes q, k, v in BSHD layout; `self_attention` takes the raw projections xq, xk, v in BSHD layout and the
-prologue's tensors (the two RMSNorm weights, eps, RoPE's cos and sin: `kernels.prologue`), which the Hopper kernels
-apply inside their prepass. Both take the format and the implementation as strings and return the output as a
+prologue's tensors (the two RMSNorm weights, eps, RoPE's cos and sin: `kernels.prologue`), applied before the
+kernel (`kernels.attention_prologue`). Both take the format and the implementation as strings and return the output as a
 contiguous BSHD tensor of the input's dtype: the layout the output projection reads, so the caller's
 `flatten(2, 3)` is a view. The Hopper kernels write a BSHD output for BSHD inputs, so no copy is made for them; an
 output in another layout is copied here. Dynamo specializes a graph on the value of a string argument, so a

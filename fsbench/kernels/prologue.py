@@ -1,7 +1,7 @@
 """What Wan does to q and k between their projections and attention, as one value and its torch reference.
 
-The Hopper prepass and the `norm_rope` kernel (`kernels.hopper.prologue`) compute the same values from the raw
-projections in one pass over them; `apply` is the definition they are checked against.
+The `norm_rope` Triton kernel (`kernels.hopper.norm_rope`) computes the same values on the GPU in one pass over
+the projections; `apply` is the definition it is checked against.
 """
 from __future__ import annotations
 

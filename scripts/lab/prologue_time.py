@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Does fusing Wan's q/k prologue (RMSNorm over all heads, RoPE) into the prepass pay, and is `norm_rope` as fast
-as inductor?
+"""Is the `norm_rope` Triton kernel (Wan's q/k RMSNorm over all heads and RoPE in one pass) faster than what
+torch.compile makes of the same two operations, alone and followed by the prepass?
 
 On the H200 at (B, S, H, D) = (1, 75600, 40, 128), bf16 projections: (1) torch.compile'd RMSNorm + RoPE of q and
-k, then the Gluon kernel's prepass (`launch.quantize`, mxfp8) on its output, against the prepass applying the
-prologue itself (both include V's quantization); (2) the compiled RMSNorm + RoPE against the `norm_rope` Triton
-kernel. CUDA events, the variants of a pair timed in turn each repeat, median of 15 repeats after 3 warm-ups.
+k, then the Gluon kernel's prepass (`launch.quantize`, mxfp8, V included) on its output, against `norm_rope` then
+the same prepass (the router's path); (2) the two prologues alone. CUDA events, the variants of a pair timed in
+turn each repeat, median of 15 repeats after 3 warm-ups.
 
 usage: python3 scripts/lab/prologue_time.py [--json OUT.json]
 """
@@ -74,14 +74,16 @@ def main(json_path: str | None) -> None:
 
     opts = parse_options("mxfp8", {})
 
-    def then_prepass() -> object:
+    def compiled_then_prepass() -> object:
         q, k = compiled(xq, xk)
         return quantize(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), opts, GLUON_KERNEL)
 
-    def fused_prepass() -> object:
-        return quantize(xq.transpose(1, 2), xk.transpose(1, 2), v.transpose(1, 2), opts, GLUON_KERNEL, pro)
+    def norm_rope_then_prepass() -> object:
+        q, k = norm_rope(xq, xk, pro)
+        return quantize(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), opts, GLUON_KERNEL)
 
-    prepass = interleaved_ms({"compiled_norm_rope_then_prepass": then_prepass, "fused_prepass": fused_prepass})
+    prepass = interleaved_ms({"compiled_norm_rope_then_prepass": compiled_then_prepass,
+                              "norm_rope_kernel_then_prepass": norm_rope_then_prepass})
     alone = interleaved_ms({"compiled_norm_rope": lambda: compiled(xq, xk), "norm_rope_kernel":
                             lambda: norm_rope(xq, xk, pro)})
     report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/lab/prologue_time.py"), "shape": list(SHAPE),

@@ -190,43 +190,25 @@ def _rope_args(prologue: Prologue, filler: torch.Tensor) -> tuple[tuple[torch.Te
     return tables, tuple(x for t in tables for x in (t.stride(1), t.stride(3)))
 
 
-def _norm_rope_launch(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue, outs: tuple[torch.Tensor, ...],
-                      apply: bool) -> None:
-    """`norm_rope_kernel` over xq, xk (B, S, H, D, contiguous channel rows): q and k into outs, or with apply off
-    their inverse RMS."""
-    from fsbench.kernels.hopper import norm_rope as nr
-
-    b, s, h, d = xq.shape
-    tables, strides = _rope_args(prologue, xq)
-    nr.norm_rope_kernel[(-(-b * s // nr.TOKENS),)](
-        xq, xk, prologue.wq, prologue.wk, *tables, *outs, xq.stride(0), xq.stride(1), xk.stride(0), xk.stride(1),
-        *strides, s, b * s, prologue.eps, HD=h * d, D=d, TOKENS=nr.TOKENS, CHUNK=nr.chunk(h * d),
-        ROPE=prologue.rope, APPLY=apply, num_warps=nr.WARPS, enable_fp_fusion=False)
-
-
 def norm_rope(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue) -> tuple[torch.Tensor, torch.Tensor]:
     """`kernels.prologue.apply` on the GPU in one pass (`kernels.hopper.norm_rope`): q and k (B, S, H, D)
     contiguous in the projections' dtype from xq, xk (B, S, H, D)."""
+    from fsbench.kernels.hopper import norm_rope as nr
+
     xq, xk = _prologue_tensors(xq, xk, prologue)
+    b, s, h, d = xq.shape
     q, k = (torch.empty(xq.shape, dtype=xq.dtype, device=xq.device) for _ in range(2))
-    _norm_rope_launch(xq, xk, prologue, (q, k, q, k), True)
+    tables, strides = _rope_args(prologue, xq)
+    nr.norm_rope_kernel[(-(-b * s // nr.TOKENS),)](
+        xq, xk, prologue.wq, prologue.wk, *tables, q, k, xq.stride(0), xq.stride(1), xk.stride(0), xk.stride(1),
+        *strides, s, b * s, prologue.eps, HD=h * d, D=d, TOKENS=nr.TOKENS, CHUNK=nr.chunk(h * d),
+        ROPE=prologue.rope, num_warps=nr.WARPS, enable_fp_fusion=False)
     return q, k
 
 
-def inverse_rms(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each token's 1 / RMS over its H*D channels of xq and xk (B, S, H, D), float32 (B * S,), exactly as
-    `norm_rope` computes it."""
-    xq, xk = _prologue_tensors(xq, xk, prologue)
-    b, s = xq.shape[:2]
-    rq, rk = (torch.empty(b * s, dtype=torch.float32, device=xq.device) for _ in range(2))
-    _norm_rope_launch(xq, xk, prologue, (rq, rk, rq, rk), False)
-    return rq, rk
-
-
 def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
-             kernel: HopperKernel | None = None, prologue: Prologue | None = None) -> dict[str, torch.Tensor]:
-    """The prepass: E4M3 operands with their group scales, keys in `kernel`'s order (`kernels.hopper.prepass`).
-    With a `prologue`, q and k are the raw projections (BHSD views of (B, S, H, D)) and the prepass applies it."""
+             kernel: HopperKernel | None = None) -> dict[str, torch.Tensor]:
+    """The prepass: E4M3 operands with their group scales, keys in `kernel`'s order (`kernels.hopper.prepass`)."""
     from fsbench.kernels.hopper import prepass as pre
 
     b, h, sq, d = q.shape
@@ -236,10 +218,6 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     elem = pre.ELEMENT[opts.fmt]
     emax, mbits, maxn, shift = pre.ELEMENT_PARAMS[elem]
     dev = q.device
-    if prologue is not None:
-        xq, xk = _prologue_tensors(q.transpose(1, 2), k.transpose(1, 2), prologue)
-        inv_rms = dict(zip("qk", inverse_rms(xq, xk, prologue)))
-        q, k = xq.transpose(1, 2), xk.transpose(1, 2)
     q, k = (x if x.dtype in (torch.bfloat16, torch.float16) else x.to(torch.bfloat16) for x in (q, k))
     sm_scale = opts.sm_scale if opts.sm_scale is not None else d ** -0.5
     fp8 = torch.float8_e4m3fn
@@ -254,17 +232,9 @@ def quantize(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOpti
     norm = d ** -0.5 if opts.hadamard else 1.0
     for name, x, scale, n, premul, per_row in (("q", q, "q_scale", nq, sm_scale * LOG2E * norm, True),
                                                  ("k", k, "k_scale", nk, norm, False)):
-        had = _hadamard_pm1(d, dev, x.dtype)
-        if prologue is None:
-            grid, ptrs, strides, fused = (-(-n // tiles), b * h), (had,) * 4, (0,) * 4, {}
-        else:  # the heads of a tile side by side (`quantize_qk_kernel`); float32 products kept apart, as torch's
-            grid, fused = (b * h, -(-n // tiles)), dict(enable_fp_fusion=False)
-            tables, strides = _rope_args(prologue, had)
-            ptrs = (inv_rms[name], prologue.wq if name == "q" else prologue.wk, *tables)
-        pre.quantize_qk_kernel[grid](x, t[name], t[scale], had, *ptrs, *x.stride(), *strides, h, x.shape[2],
-                                     n * rows, n, premul, TILES=tiles, ROTATE=opts.hadamard, PER_ROW=per_row,
-                                     PROLOGUE=prologue is not None, ROPE=prologue is not None and prologue.rope,
-                                     num_stages=2, **fused, **consts)
+        pre.quantize_qk_kernel[(-(-n // tiles), b * h)](x, t[name], t[scale], _hadamard_pm1(d, dev, x.dtype),
+                                                        *x.stride(), h, x.shape[2], n * rows, n, premul, TILES=tiles,
+                                                        ROTATE=opts.hadamard, PER_ROW=per_row, num_stages=2, **consts)
     if opts.fmt == "mxfp8":
         amax = torch.linalg.vector_norm(v, float("inf")).float()  # max |v| in one pass (abs().amax() makes two)
         tensor_scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax)).reshape(1)
@@ -321,16 +291,15 @@ class Launch:
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: KernelOptions,
-            kernel: HopperKernel | None = None,
-            prologue: Prologue | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Prepass and attention kernel; returns (BHSD output, per-workgroup-tile gate flags, key tiles). With a
-    `prologue`, q and k are the raw projections (`quantize`). The output is laid out as q is: a BSHD view's output
-    is BSHD underneath, so the caller's transpose back to BSHD is a view and needs no copy."""
+            kernel: HopperKernel | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Prepass and attention kernel; returns (BHSD output, per-workgroup-tile gate flags, key tiles). The output
+    is laid out as q is: a BSHD view's output is BSHD underneath, so the caller's transpose back to BSHD is a view
+    and needs no copy."""
     b, h, sq, d = q.shape
     sk = k.shape[2]
     bn, stat_m = tiling.BLOCK_N, tiling.STAT_M
     kernel = TRITON_KERNEL if kernel is None else kernel
-    ops = quantize(q, k, v, opts, kernel, prologue)
+    ops = quantize(q, k, v, opts, kernel)
     sqp, skp = ops["q"].shape[1], ops["k"].shape[1]  # multiples of PREPASS_ROWS, hence of every query tile
     nst, nk = sqp // stat_m, skp // bn
     out = (torch.empty(b, sq, h, d, dtype=q.dtype, device=q.device).transpose(1, 2) if is_bshd(q) else

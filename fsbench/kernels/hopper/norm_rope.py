@@ -9,13 +9,11 @@ CUDA's uses rsqrtf and its own reduction order, so the two may differ in the las
 output by one ulp); `norm_rope_rows` does the rest. Launches that use them pass `enable_fp_fusion=False`: no
 product and sum fuse into an FMA.
 
-`norm_rope_kernel` writes q and k (B, S, H, D) contiguous from a few whole tokens per program (one read of the
-projections, one write), or, with APPLY off, only the inverse RMS of each token: the prepass
-(`prepass.quantize_qk_kernel`, PROLOGUE on) applies `norm_rope_rows` per head tile and needs each token's RMS over
-all heads before it starts. That separate RMS pass costs one more read of the projections but keeps the prepass's
-(tile, head) programs: a program finding its tokens' RMS itself would read all H heads, H times over. Both
-variants reduce in `inv_rms_rows` with the same shapes and warps, so the
-two paths see the same inverse RMS bit for bit.
+`norm_rope_kernel` writes q and k (B, S, H, D) contiguous from a few whole tokens per program: one read of the
+projections (the second pass over a program's rows hits the cache) and one write. The Hopper prepass then
+quantizes them. A prepass variant that applied the prologue to each (tile, head) itself, reading the per-token RMS
+from a pass of its own, took 6.9 ms at (1, 75600, 40, 128) on the H200, where torch.compile's RMSNorm + RoPE and
+the plain prepass took 4.5 ms and this kernel alone 1.7 ms (results/log/): the plain prepass follows this kernel.
 """
 from __future__ import annotations
 
@@ -65,13 +63,12 @@ def rope_tables(cos_ptr, sin_ptr, s, ok, d, stride_cs, stride_cd, stride_ss, str
 
 
 @triton.jit
-def norm_rope_kernel(xq_ptr, xk_ptr, wq_ptr, wk_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, rq_ptr, rk_ptr,
+def norm_rope_kernel(xq_ptr, xk_ptr, wq_ptr, wk_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr,
                      stride_qb, stride_qs, stride_kb, stride_ks, stride_cs, stride_cd, stride_ss, stride_sd,
                      S, N_TOKENS, eps, HD: tl.constexpr, D: tl.constexpr, TOKENS: tl.constexpr,
-                     CHUNK: tl.constexpr, ROPE: tl.constexpr, APPLY: tl.constexpr):
-    """TOKENS tokens of q and k (rows of HD channels, contiguous): with APPLY, q and k [N_TOKENS, HD] normed and
-    rotated (the rows are read once from memory: the second pass hits the cache); else the inverse RMS of each
-    token into rq, rk [N_TOKENS]."""
+                     CHUNK: tl.constexpr, ROPE: tl.constexpr):
+    """TOKENS tokens of q and k (rows of HD channels, contiguous) normed and rotated into q and k [N_TOKENS, HD]
+    (the rows are read once from memory: the second pass hits the cache)."""
     t = tl.program_id(0) * TOKENS + tl.arange(0, TOKENS)
     ok = t < N_TOKENS
     s = t % S
@@ -79,26 +76,22 @@ def norm_rope_kernel(xq_ptr, xk_ptr, wq_ptr, wk_ptr, cos_ptr, sin_ptr, q_ptr, k_
     row_k = (t // S) * stride_kb + s * stride_ks
     rq = inv_rms_rows(xq_ptr, row_q, ok, eps, HD, CHUNK)
     rk = inv_rms_rows(xk_ptr, row_k, ok, eps, HD, CHUNK)
-    if not APPLY:
-        tl.store(rq_ptr + t, rq, mask=ok)
-        tl.store(rk_ptr + t, rk, mask=ok)
-    else:
-        cols = tl.arange(0, CHUNK)
-        pairs = tl.arange(0, CHUNK // 2) * 2
-        for c0 in tl.static_range(0, HD, CHUNK):
-            c = c0 + cols
-            mask = ok[:, None] & (c < HD)[None, :]
-            cos, sin = rq[:, None], rq[:, None]
-            if ROPE:
-                cos, sin = rope_tables(cos_ptr, sin_ptr, s, ok, (c0 + pairs) % D, stride_cs, stride_cd,
-                                        stride_ss, stride_sd)
-            xq = tl.load(xq_ptr + row_q[:, None] + c[None, :], mask=mask, other=0.0)
-            xk = tl.load(xk_ptr + row_k[:, None] + c[None, :], mask=mask, other=0.0)
-            wq = tl.load(wq_ptr + c, mask=c < HD, other=0.0)
-            wk = tl.load(wk_ptr + c, mask=c < HD, other=0.0)
-            out = t[:, None] * HD + c[None, :]
-            tl.store(q_ptr + out, norm_rope_rows(xq, rq, wq, cos, sin, TOKENS, CHUNK, ROPE), mask=mask)
-            tl.store(k_ptr + out, norm_rope_rows(xk, rk, wk, cos, sin, TOKENS, CHUNK, ROPE), mask=mask)
+    cols = tl.arange(0, CHUNK)
+    pairs = tl.arange(0, CHUNK // 2) * 2
+    for c0 in tl.static_range(0, HD, CHUNK):
+        c = c0 + cols
+        mask = ok[:, None] & (c < HD)[None, :]
+        cos, sin = rq[:, None], rq[:, None]
+        if ROPE:
+            cos, sin = rope_tables(cos_ptr, sin_ptr, s, ok, (c0 + pairs) % D, stride_cs, stride_cd,
+                                   stride_ss, stride_sd)
+        xq = tl.load(xq_ptr + row_q[:, None] + c[None, :], mask=mask, other=0.0)
+        xk = tl.load(xk_ptr + row_k[:, None] + c[None, :], mask=mask, other=0.0)
+        wq = tl.load(wq_ptr + c, mask=c < HD, other=0.0)
+        wk = tl.load(wk_ptr + c, mask=c < HD, other=0.0)
+        out = t[:, None] * HD + c[None, :]
+        tl.store(q_ptr + out, norm_rope_rows(xq, rq, wq, cos, sin, TOKENS, CHUNK, ROPE), mask=mask)
+        tl.store(k_ptr + out, norm_rope_rows(xk, rk, wk, cos, sin, TOKENS, CHUNK, ROPE), mask=mask)
 
 
 def chunk(hd: int) -> int:

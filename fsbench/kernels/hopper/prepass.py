@@ -15,10 +15,6 @@ MMA against the unnormalized +-1 Hadamard matrix with float32 accumulation, and 
 1/sqrt(d) rides on Q's premultiplier (sm_scale * log2 e) -- the same values as the emulator's float32
 rotation up to float32 rounding.
 
-Q and K may also arrive as their raw projections with Wan's prologue (`kernels.prologue`: RMSNorm over all
-heads, RoPE) still to apply: the Q/K kernel's PROLOGUE variant applies it to each tile as it loads it
-(`norm_rope`), so the projections are read once more for the per-token RMS and never written back normed.
-
 Outputs: Q and K as [B*H, S_pad, D] E4M3 with per-row (Q) or per-key-tile (K) float32 scales; V
 transposed to [B*H, D, S_pad] (K-major, as the FP8 PV wgmma needs) with a per-key-tile scale. Keys are stored
 permuted within each 128-key tile, in the order the attention kernel consumes them (`KEY_ORDERS`): the sums
@@ -30,7 +26,6 @@ import triton
 import triton.language as tl
 
 from fsbench.kernels.constants import E4M3_MAX
-from fsbench.kernels.hopper.norm_rope import norm_rope_rows, rope_tables
 
 # element codes shared with the host wrapper
 E4M3, E2M3, E2M1 = 0, 1, 2
@@ -102,44 +97,25 @@ def _mx_blocks(x, ROWS: tl.constexpr, D: tl.constexpr, ELEM: tl.constexpr, EMAX:
 
 
 @triton.jit
-def quantize_qk_kernel(x_ptr, out_ptr, scale_ptr, had_ptr, rms_ptr, w_ptr, cos_ptr, sin_ptr,
-                       stride_b, stride_h, stride_s, stride_d, stride_cs, stride_cd, stride_ss, stride_sd,
-                       H, S, S_PAD, N_TILES, premul,
+def quantize_qk_kernel(x_ptr, out_ptr, scale_ptr, had_ptr,
+                       stride_b, stride_h, stride_s, stride_d, H, S, S_PAD, N_TILES, premul,
                        D: tl.constexpr, ROWS: tl.constexpr, TILES: tl.constexpr, ROTATE: tl.constexpr,
                        PER_ROW: tl.constexpr, ELEM: tl.constexpr, EMAX: tl.constexpr, MBITS: tl.constexpr,
-                       MAXN: tl.constexpr, SHIFT: tl.constexpr, ORDER: tl.constexpr, PROLOGUE: tl.constexpr,
-                       ROPE: tl.constexpr):
+                       MAXN: tl.constexpr, SHIFT: tl.constexpr, ORDER: tl.constexpr):
     """TILES consecutive tiles of ROWS rows of Q (PER_ROW scales) or K (one scale per tile, keys stored in ORDER):
     premultiply, rotate, MX-quantize, re-encode as E4M3 under the group scale. The Hadamard matrix is loaded once
     per program and the loop's loads are pipelined: with one tile per program, loading the matrix (then in float32)
-    read twice the tile's bytes.
-
-    With PROLOGUE, x is the raw projection: each row is first multiplied by its token's inverse RMS (rms_ptr,
-    [B * S]) and the head's slice of the weight w, then, with ROPE, rotated by cos, sin ([S, D] float32 with
-    strides), rounding as `norm_rope.norm_rope_rows` does. The heads of one tile are then neighbouring programs
-    (the grid's first axis), so the tile's cos and sin rows come from memory once, not once per head."""
-    if PROLOGUE:
-        bh, block = tl.program_id(0), tl.program_id(1)
-    else:
-        block, bh = tl.program_id(0), tl.program_id(1)
+    read twice the tile's bytes."""
+    bh = tl.program_id(1)
     b, h = bh // H, bh % H
     cols = tl.arange(0, D)
     if ROTATE:
         had = tl.load(had_ptr + cols[:, None] * D + cols[None, :])  # +-1 entries in 16 bits: exact
-    if PROLOGUE:
-        w = tl.load(w_ptr + h * D + cols)
     for i in tl.range(0, TILES):
-        tile = block * TILES + i
+        tile = tl.program_id(0) * TILES + i
         rows = tile * ROWS + tl.arange(0, ROWS)
         ptrs = x_ptr + b * stride_b + h * stride_h + rows[:, None] * stride_s + cols[None, :] * stride_d
         x = tl.load(ptrs, mask=(rows < S)[:, None], other=0.0)
-        if PROLOGUE:
-            inv_rms = tl.load(rms_ptr + b * S + rows, mask=rows < S, other=0.0)
-            cos, sin = inv_rms[:, None], inv_rms[:, None]
-            if ROPE:
-                cos, sin = rope_tables(cos_ptr, sin_ptr, rows, rows < S, tl.arange(0, D // 2) * 2,
-                                        stride_cs, stride_cd, stride_ss, stride_sd)
-            x = norm_rope_rows(x, inv_rms, w, cos, sin, ROWS, D, ROPE)
         if ROTATE:
             x = tl.dot(x, had) * premul  # exact products, float32 accumulation
         else:
