@@ -7,14 +7,19 @@
 #   bench NAME              the fused mxfp8 call at (1,40,75600,128) three ways, interleaved, with clock and power:
 #                           BHSD tensors, the pipeline's call (projections through the self_attention op), cuDNN FP8
 #   query SCHEDULE CONFIG   one real 720x1280x81 SingleStream query of a14b-synthetic (scripts/e2e_queries.py)
-# OUT gets e2e_queries.json (one row per query), query.tgz (the run folders without their videos), NAME.json per
-# bench, prologue_time.json and logs.tgz.
+# OUT gets e2e_queries.json (one row per query), query.tgz (each run folder's records: manifest, profile, log and
+# LoadGen summary; the videos and the latent stay), NAME.json per bench, prologue_time.json and logs.tgz.
 #   FSBENCH_COMMIT=<sha> bash scripts/device_query.sh check bench cold query mxfp8 optimized bench hot
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 FSBENCH_DATA=/tmp/data
 logs=$(mktemp -d)
-trap 'tar czf "$OUT/logs.tgz" -C "$logs" .; [[ -d /tmp/e2e ]] && tar czf "$OUT/query.tgz" --exclude="*.mp4" -C /tmp/e2e .' EXIT
+records() {  # each query's manifest, profile, log and LoadGen summary (a video is 14 MB, the latent 19 MB)
+  tar czf "$OUT/logs.tgz" -C "$logs" .
+  [[ -d /tmp/e2e ]] && (cd /tmp/e2e && find . \( -name "profile.*" -o -name manifest.json -o -name fsbench.log \
+    -o -name mlperf_log_summary.txt \) -print0 | tar czf "$OUT/query.tgz" --null -T -)
+}
+trap records EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader | tee "$logs/device.txt"
 scripts/install_offline.sh wheelhouse --model a14b-synthetic --plain > "$logs/install.log" 2>&1 || {
   tail -20 "$logs/install.log"; exit 1; }

@@ -106,6 +106,25 @@ def test_compare_table_has_paper_columns_reference_row_speedups_and_footnotes(th
         assert iio.imread(out / name).ndim == 3
 
 
+def test_compare_of_query_records_without_videos_gives_the_latency_and_energy_columns_and_no_grid(three_runs,
+                                                                                                 tmp_path):
+    """Query records kept without their videos (results/h200/e2e/): the table and the speedup plot, no frame grid,
+    and a note saying why; asked for a prompt, the grid is drawn with its cells marked "no video"."""
+    for schedule in ("bf16", "mxfp8"):
+        for video in (three_runs[schedule] / "videos").glob("*.mp4"):
+            video.unlink()
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(main, ["compare", str(three_runs["bf16"]), str(three_runs["mxfp8"]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "frames.png not drawn: no prompt has a video in every run" in result.output
+    assert not (out / "frames.png").exists() and iio.imread(out / "speedup.png").ndim == 3
+    mxfp8 = next(line for line in (out / "compare.md").read_text().splitlines() if line.startswith("| MXFP8"))
+    assert f"| {2.0 / 1.3:.2f}× | 910 |" in mxfp8
+    result = CliRunner().invoke(main, ["compare", str(three_runs["bf16"]), str(three_runs["mxfp8"]), "--out", str(out),
+                                       "--prompts", PROMPTS[0]])
+    assert result.exit_code == 0 and iio.imread(out / "frames.png").ndim == 3
+
+
 def test_frame_grid_shows_the_chosen_frame_of_each_run(three_runs, tmp_path):
     runs = [Run.open(three_runs[s]) for s in ("bf16", "mxfp8", "hybrid")]
     assert report.default_frame(runs) == 4  # 9-frame videos: the middle frame, not the paper's 40

@@ -354,17 +354,20 @@ def _save(fig, path: Path) -> None:
 
 
 def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts: list[str] | None = None) -> dict:
-    """Write compare.{md,csv,json}, speedup.png and frames.png under `out`; return their paths. Everything is read
-    and checked first, so a comparison that fails writes nothing."""
+    """Write compare.{md,csv,json}, speedup.png and frames.png under `out`; return their paths (frames None where
+    no prompt has a video in every run and none was asked for: the records of queries kept without their videos
+    still give the latency and energy columns). Everything is read and checked first, so a comparison that fails
+    writes nothing."""
     runs = [Run.open(p) for p in run_paths]
     check_comparable(runs)
     rows = build_rows(runs)
     chosen_frame = default_frame(runs) if frame is None else frame
     chosen_prompts = list(prompts) if prompts else default_prompts(runs)
-    images = grid_frames(runs, chosen_prompts, chosen_frame)
+    images = grid_frames(runs, chosen_prompts, chosen_frame) if chosen_prompts or prompts else None
     paths = write_tables(rows, out)
     paths["speedup"] = plot_speedup(rows, out / "speedup.png")
-    paths["frames"] = frame_grid(runs, chosen_prompts, chosen_frame, out / "frames.png", images)
+    paths["frames"] = (None if images is None else
+                       frame_grid(runs, chosen_prompts, chosen_frame, out / "frames.png", images))
     return paths
 
 

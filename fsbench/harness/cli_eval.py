@@ -146,8 +146,12 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
         raise FsbenchError("--link only applies to the page: pass --html DIR too")
     paths = report.compare(list(runs), out, frame=frame, prompts=list(prompts))
     click.echo(paths["md"].read_text())
-    for kind in ("md", "csv", "json", "speedup", "frames"):
+    for kind in ("md", "csv", "json", "speedup"):
         click.echo(f"wrote {paths[kind]}")
+    if paths["frames"] is None:
+        click.echo("frames.png not drawn: no prompt has a video in every run", err=True)
+    else:
+        click.echo(f"wrote {paths['frames']}")
     if html_dir is not None:
         from fsbench.eval import compare_page
 
