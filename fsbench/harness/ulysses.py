@@ -60,8 +60,8 @@ class UlyssesRouter(SelfAttentionRouter):
 
     @torch.compiler.disable  # collectives stay outside compiled blocks
     def attend(self, layer: int, call: SelfAttentionCall) -> torch.Tensor:
-        """RMSNorm and RoPE on this rank's tokens (the norm spans every head, which only the sequence shard
-        holds), then the head shard's attention, without the fused prepass."""
+        """RMSNorm and RoPE on this rank's tokens by the torch reference (the norm spans every head, which only the
+        sequence shard holds), then the head shard's attention."""
         q, k, v = (seq_to_heads(t.contiguous(), self.group) for t in call.qkv())
         shard = SelfAttentionCall(q, k, v, call.fmt, call.impl)
         return heads_to_seq(super().attend(layer, shard).contiguous(), self.group)
