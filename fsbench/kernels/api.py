@@ -8,7 +8,7 @@ import torch
 
 from fsbench.kernels import registry
 from fsbench.kernels.constants import FORMATS
-from fsbench.kernels.prologue import Prologue, apply, check_prologue
+from fsbench.kernels.prologue import Prologue, apply
 from fsbench.kernels.registry import AUTO, IMPLS, resolve_impl
 from fsbench.kernels.stats import AttentionStats
 
@@ -85,8 +85,7 @@ def attention_prologue(xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, prol
     dtype, from the raw projections xq, xk. On a GPU with Triton, 16-bit projections are normed and rotated in one
     Triton pass (`launch.norm_rope`) before the kernel (SDPA, or the Hopper prepass and kernel); the emulator, the
     CPU and float32 projections take the torch reference."""
-    _check_inputs(xq, xk, v, fmt, impl, "BSHD")
-    check_prologue(xq, xk, prologue)
+    _check_inputs(xq, xk, v, fmt, impl, "BSHD")  # the prologue's shapes: `apply` and `norm_rope` check them
     name = resolve_impl(fmt, impl, xq.device, xq.shape[-1])
     entry = registry.get(name)
     unmet = entry.unmet(fmt, xq.device, xq.shape[-1])

@@ -43,8 +43,7 @@ def check_prologue(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue) -> No
             raise ValueError(f"{name} {tuple(x.shape)} is not (B, S, H, D) with H*D = {prologue.wq.shape[0]} "
                              "channels, the RMSNorm weights' size")
         for table in (prologue.cos, prologue.sin) if prologue.rope else ():
-            if table.dim() != 4 or tuple(table.shape) != (
-                    1, x.shape[1], 1, x.shape[3]):
+            if tuple(table.shape) != (1, x.shape[1], 1, x.shape[3]):
                 raise ValueError(f"RoPE tables {tuple(table.shape)} are not (1, S, 1, D) for {name} {tuple(x.shape)}")
 
 
