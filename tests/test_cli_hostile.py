@@ -28,6 +28,7 @@ from eval_runs import SETTINGS, constant_video, make_run
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]
 SEED = 20240611
+SLOW_STEPS = "600"  # denoising steps that make a tiny video take seconds
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -166,10 +167,13 @@ def _wait_for(condition, process: subprocess.Popen, timeout: float = 120.0) -> N
 @pytest.mark.slow
 def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_c_exits_cleanly(tmp_path):
     out = tmp_path / "run"
-    # 40 steps: each video takes long enough for both presses to land while one is being generated
-    first = _start_run(out, "--mode", "performance", "--count", "500", "--time", "0", "--steps", "40")
+    first = _start_run(out, "--mode", "performance", "--count", "500", "--time", "0", "--steps", SLOW_STEPS)
+
+    def videos() -> int:
+        return len(list((out / "videos").glob("*.mp4"))) if (out / "videos").is_dir() else 0
+
     try:
-        _wait_for(lambda: any((out / "videos").glob("*.mp4")) if (out / "videos").is_dir() else False, first)
+        _wait_for(lambda: videos() > 0, first)
         before = _tree(out)
         started = time.monotonic()
         second = CliRunner().invoke(main, ["run", "--out", str(out), *SMALL, "--mode", "accuracy"])
@@ -178,6 +182,10 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and f"PID {first.pid}" in lines[0] and str(out) in lines[0]
         assert set(before) <= set(_tree(out))  # the second job touched nothing the first had written
+        # both presses half a second into a fresh video, which takes seconds: one is being generated
+        written = videos()
+        _wait_for(lambda: videos() > written, first)
+        time.sleep(0.5)
         first.send_signal(signal.SIGINT)
         time.sleep(0.2)
         first.send_signal(signal.SIGINT)
@@ -187,7 +195,7 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
             first.kill()
     assert first.returncode == 130, stderr  # not SIGABRT (-6) from LoadGen's thread
     assert "Traceback" not in stderr and "aborted" in stderr
-    resumed = CliRunner().invoke(main, ["run", "--out", str(out), *SMALL, "--steps", "40", "--mode", "accuracy"])
+    resumed = CliRunner().invoke(main, ["run", "--out", str(out), *SMALL, "--steps", SLOW_STEPS, "--mode", "accuracy"])
     assert resumed.exit_code == 0, resumed.output
     assert not [p for p in out.rglob("*") if p.name.startswith(".tmp-")]  # the kill's staging is gone
 
