@@ -21,8 +21,16 @@ records() {  # each query's manifest, profile, log and LoadGen summary (a video 
 }
 trap records EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader | tee "$logs/device.txt"
-scripts/install_offline.sh wheelhouse --model a14b-synthetic --plain > "$logs/install.log" 2>&1 || {
-  tail -20 "$logs/install.log"; exit 1; }
+# a node kept warm between commands keeps what the last one installed: the same wheels are not installed again
+installed=/tmp/fsbench-wheelhouse.sha256
+sha256sum wheelhouse/*.whl > "$logs/wheelhouse.sha256"
+if cmp -s "$logs/wheelhouse.sha256" "$installed"; then
+  echo "wheelhouse already installed on this node"
+else
+  scripts/install_offline.sh wheelhouse --model a14b-synthetic --plain > "$logs/install.log" 2>&1 || {
+    tail -20 "$logs/install.log"; exit 1; }
+  cp "$logs/wheelhouse.sha256" "$installed"
+fi
 mkdir -p "$FSBENCH_DATA"
 echo "a red fox running through fresh snow at dawn" > "$FSBENCH_DATA/vbench_prompts.txt"
 while (($#)); do
