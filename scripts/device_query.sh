@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One H200 node (no network), one command of at most 600 s: fsbench installed from wheelhouse/
-# (scripts/install_offline.sh), then the tasks named on the command line, in order:
+# One H200 node (no network), one command of at most 600 s: fsbench installed from wheelhouse/ (once per node
+# kept warm, by scripts/install_offline.sh), then the tasks named on the command line, in order:
 #   check                   the kernels' GPU tests ($CHECK_TESTS, default tests/test_triton_gpu.py and
 #                           tests/test_kernels_prologue_gpu.py) and the prologue's timing (scripts/lab/prologue_time.py);
 #                           stops the command where a test fails
