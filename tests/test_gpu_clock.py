@@ -35,6 +35,12 @@ def test_summary_takes_only_the_samples_inside_the_window():
     assert gpu_clock.summarize(samples, 4.0, 8.0) is None
 
 
+def test_samples_fall_in_a_span_only_between_its_ends_inclusive():
+    samples = [{"t": t} for t in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 9.0)]
+    assert gpu_clock.in_spans(samples, [(3.0, 4.0), (1.0, 2.0)]) == [False, True, True, True, False, True, False]
+    assert gpu_clock.in_spans(samples, []) == [False] * len(samples)
+
+
 def test_sampling_runs_nvidia_smi_in_the_background_and_keeps_its_samples(tmp_path, monkeypatch):
     fake = tmp_path / "nvidia-smi"  # prints one sample every 20 ms with the current time, as the real one does
     fake.write_text('#!/bin/sh\nwhile true; do date "+%Y/%m/%d %H:%M:%S.%N, 1755, 689.5, 61, Active, Not Active, '

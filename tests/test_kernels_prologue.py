@@ -33,23 +33,33 @@ def make_case(b: int, s: int, h: int, d: int, dtype: torch.dtype, rope: bool = T
     return xq, xk, v, Prologue(wq, wk, 1e-6, cos, sin)
 
 
-def _harness_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The RoPE the attention router applied before the prologue module existed, kept verbatim as the pin."""
-    even, odd = x.unflatten(-1, (-1, 2)).unbind(-1)
-    c, s = cos[..., 0::2], sin[..., 1::2]
-    return torch.stack((even * c - odd * s, even * s + odd * c), dim=-1).flatten(-2).type_as(x)
+def _diffusers_q_k(xq: torch.Tensor, xk: torch.Tensor, pro: Prologue, monkeypatch) -> tuple[torch.Tensor, ...]:
+    """q and k as diffusers' own `WanAttnProcessor` makes them from the projections xq and xk: a `WanAttention`
+    whose projections are the identity and whose norms carry the prologue's weights, its attention call
+    intercepted."""
+    from diffusers.models.transformers import transformer_wan
+
+    _, _, h, d = xq.shape
+    attn = transformer_wan.WanAttention(h * d, heads=h, dim_head=d, eps=pro.eps).to(xq.dtype)
+    with torch.no_grad():
+        for proj in (attn.to_q, attn.to_k, attn.to_v):
+            proj.weight.copy_(torch.eye(h * d))
+            proj.bias.zero_()
+        attn.norm_q.weight.copy_(pro.wq)
+        attn.norm_k.weight.copy_(pro.wk)
+    seen = []
+    monkeypatch.setattr(transformer_wan, "dispatch_attention_fn", lambda q, k, v, **_: seen.append((q, k)) or q)
+    with torch.no_grad():
+        for x in (xq, xk):
+            transformer_wan.WanAttnProcessor()(attn, x.flatten(2), rotary_emb=(pro.cos, pro.sin))
+    return seen[0][0], seen[1][1]
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_apply_equals_the_rmsnorm_module_then_wans_rope_byte_for_byte(dtype):
+def test_apply_equals_diffusers_wan_processor_byte_for_byte(dtype, monkeypatch):
     xq, xk, _, pro = make_case(2, 37, 3, 64, dtype)
-    q, k = apply(xq, xk, pro)
-    for x, w, got in ((xq, pro.wq, q), (xk, pro.wk, k)):
-        norm = torch.nn.RMSNorm(w.shape[0], eps=pro.eps, elementwise_affine=True, dtype=dtype)
-        norm.weight.data.copy_(w)
-        with torch.no_grad():
-            want = _harness_rope(norm(x.flatten(2)).unflatten(2, x.shape[2:]), pro.cos, pro.sin)
-        assert got.dtype == dtype and got.shape == x.shape
+    for got, want in zip(apply(xq, xk, pro), _diffusers_q_k(xq, xk, pro, monkeypatch)):
+        assert got.dtype == dtype and got.shape == xq.shape
         assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 

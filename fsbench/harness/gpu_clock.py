@@ -54,7 +54,8 @@ def sampling(interval_ms: int = 50) -> Iterator[list[dict[str, Any]]]:
             samples.extend(s for s in map(parse_sample, log) if s)
 
 
-def summarize(samples: list[dict[str, Any]], start: float, end: float) -> dict[str, Any] | None:
+def summarize(samples: list[dict[str, Any]], start: float = -float("inf"),
+              end: float = float("inf")) -> dict[str, Any] | None:
     """Median clock and power, hottest temperature and the shares of samples under the power cap and under a
     thermal slowdown, over the samples taken in [start, end] (time.time() seconds); None when there are none."""
     inside = [s for s in samples if start <= s["t"] <= end]
@@ -64,6 +65,18 @@ def summarize(samples: list[dict[str, Any]], start: float, end: float) -> dict[s
             "power_w": statistics.median(s["power_w"] for s in inside), "temp_c": max(s["temp_c"] for s in inside),
             "power_cap_share": sum(s["power_cap"] for s in inside) / len(inside),
             "thermal_share": sum(s["thermal"] for s in inside) / len(inside)}
+
+
+def in_spans(samples: list[dict[str, Any]], spans: list[tuple[float, float]]) -> list[bool]:
+    """Whether each sample was taken inside one of the (start, end) spans (time.time() seconds, not overlapping):
+    one binary search per sample, as a video's samples meet thousands of attention calls."""
+    import numpy as np
+
+    ordered = sorted(spans) or [(np.inf, np.inf)]
+    starts, ends = np.array([a for a, _ in ordered]), np.array([b for _, b in ordered])
+    t = np.array([sample["t"] for sample in samples])
+    last = np.searchsorted(starts, t, side="right") - 1
+    return ((last >= 0) & (t <= ends[np.maximum(last, 0)])).tolist()
 
 
 def back_to_back(fn: Callable[..., Any], args: tuple, seconds: float, flops: int) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -270,17 +269,12 @@ class Profiler:
         anchor = self.anchor
         if len(self._step_marks) < 2:
             return None
-        spans = sorted((self.clock.when(anchor, s), self.clock.when(anchor, e))
-                       for (_, part), pairs in self._spans.items() if part == "self_attention" for s, e in pairs)
+        spans = [(self.clock.when(anchor, s), self.clock.when(anchor, e))
+                 for (_, part), pairs in self._spans.items() if part == "self_attention" for s, e in pairs]
         loop = self.clock.when(anchor, self._step_marks[0][2]), self.clock.when(anchor, self._step_marks[-1][2])
-        t = np.array([sample["t"] for sample in samples])
-        starts, ends = np.array([a for a, _ in spans] or [np.inf]), np.array([b for _, b in spans] or [np.inf])
-        last = np.searchsorted(starts, t, side="right") - 1
-        attending = (last >= 0) & (t <= ends[np.maximum(last, 0)])
-        in_loop = (t >= loop[0]) & (t <= loop[1])
-        groups = {"self_attention": attending & in_loop, "rest_of_loop": ~attending & in_loop}
-        return {part: gpu_clock.summarize([s for s, keep in zip(samples, mask) if keep], -np.inf, np.inf)
-                for part, mask in groups.items()}
+        marks = list(zip(samples, gpu_clock.in_spans(samples, spans), gpu_clock.in_spans(samples, [loop])))
+        return {"self_attention": gpu_clock.summarize([s for s, attends, looping in marks if attends and looping]),
+                "rest_of_loop": gpu_clock.summarize([s for s, attends, looping in marks if looping and not attends])}
 
     def _total(self, spans: list[tuple[Any, Any]]) -> float:
         return sum(self.clock.seconds(s, e) for s, e in spans)

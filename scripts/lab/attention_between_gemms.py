@@ -50,13 +50,7 @@ def _ffn(device):
 def _median_ms(fn, repeats: int) -> float:
     from fsbench.kernels.tools.bench import time_ms
 
-    return statistics.median(time_ms(lambda: fn(), [()], 2, repeats))
-
-
-def _attending(samples: list[dict], spans: list[tuple[float, float]]) -> dict | None:
-    """Clock and power of the samples taken inside any of the (start, end) host-time spans."""
-    inside = [s for s in samples if any(a <= s["t"] <= b for a, b in spans)]
-    return gpu_clock.summarize(inside, -float("inf"), float("inf"))
+    return statistics.median(time_ms(fn, [()], 2, repeats))
 
 
 @click.command()
@@ -100,7 +94,8 @@ def main(seconds: float, filler_ms: float, json_path: str | None) -> None:
     for regime, settled, spans, times in windows:
         kept = [(span, ms) for span, ms in zip(spans, times) if span[0] >= settled]  # the first second: clock ramp
         entry = {"regime": regime, "calls": len(kept), "ms": statistics.median(ms for _, ms in kept),
-                 "during_attention": _attending(samples, [span for span, _ in kept])}
+                 "during_attention": gpu_clock.summarize(
+                     [s for s, hit in zip(samples, gpu_clock.in_spans(samples, [span for span, _ in kept])) if hit])}
         report["regimes"].append(entry)
         during = entry["during_attention"]
         click.echo(f"{regime:<13} {entry['ms']:7.2f} ms a call over {entry['calls']:3d} calls  " + (

@@ -21,27 +21,14 @@ import click
 from fsbench.harness.results import atomic_write_text, provenance
 
 SHAPE = (1, 75600, 40, 128)
-EPS = 1e-6
 
 
 def interleaved_ms(fns: dict[str, Callable[[], object]], warmup: int = 3, repeats: int = 15) -> dict[str, float]:
-    """Median milliseconds of each call, the calls timed in turn within every repeat (CUDA events)."""
-    import torch
+    """Median milliseconds of each call, the calls timed in turn within every repeat (`sweep.interleaved_ms`)."""
+    from fsbench.kernels.tools.sweep import interleaved_ms as round_robin
 
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times[name].append(start.elapsed_time(end))
-    return {name: statistics.median(t) for name, t in times.items()}
+    times = round_robin(list(fns.values()), [[()]] * len(fns), warmup, repeats)
+    return {name: statistics.median(t) for name, t in zip(fns, times)}
 
 
 @click.command()
@@ -51,6 +38,7 @@ def main(json_path: str | None) -> None:
 
     from fsbench.kernels.hopper.launch import GLUON_KERNEL, norm_rope, parse_options, quantize
     from fsbench.kernels.prologue import Prologue, rope
+    from fsbench.kernels.tools.bench import EPS
 
     b, s, h, d = SHAPE
     g = torch.Generator(device="cuda").manual_seed(0)
