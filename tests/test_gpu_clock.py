@@ -57,6 +57,48 @@ def test_sampling_runs_nvidia_smi_in_the_background_and_keeps_its_samples(tmp_pa
     assert summary["clock_mhz"] == 1755.0 and summary["power_cap_share"] == 1.0
 
 
+# A host of two GPUs: GPU 0 busy at its power cap, GPU 1 idle. Like nvidia-smi, `--id N` prints GPU N alone and
+# no --id prints a line for each GPU.
+TWO_GPUS = """#!/bin/sh
+ids="0 1"
+while [ $# -gt 0 ]; do [ "$1" = --id ] && ids=$2; shift; done
+while true; do
+  for i in $ids; do
+    if [ "$i" = 0 ]; then v="1755, 689.5, 61, Active"; else v="345, 70.1, 30, Not Active"; fi
+    date "+%Y/%m/%d %H:%M:%S.%N, $v, Not Active, Not Active" | sed "s/\\.\\([0-9][0-9][0-9]\\)[0-9]*,/.\\1,/"
+  done
+  sleep 0.02
+done
+"""
+
+
+@pytest.mark.parametrize(("device", "visible", "clocks"), [(1, "1,0", {1755.0}), (0, "1,0", {345.0}),
+                                                             (1, "0,1", {345.0}), (None, None, {1755.0, 345.0})])
+def test_sampling_reads_the_gpu_of_the_device_by_its_host_wide_number(tmp_path, monkeypatch, device, visible,
+                                                                       clocks):
+    import torch
+
+    if device is None and torch.cuda.is_available():
+        pytest.skip("samples every GPU only in a process that sees none")
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(TWO_GPUS)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    with gpu_clock.sampling(20, None if device is None else torch.device("cuda", device)) as samples:
+        time.sleep(0.4)
+    assert len(samples) >= 5 and {s["clock_mhz"] for s in samples} == clocks
+
+
+def test_a_cpu_device_has_no_gpu_number():
+    import torch
+
+    assert gpu_clock.nvml_index(torch.device("cpu")) is None
+
+
 def test_without_nvidia_smi_there_are_no_samples(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with gpu_clock.sampling() as samples:

@@ -99,7 +99,7 @@ class Meter:
             self.reason = f"no GPU energy on a {device.type} device"
             return
         try:
-            self.handle, self.source = nvml_handle(_nvml_index(device)), NVML
+            self.handle, self.source = nvml_handle(gpu_clock.nvml_index(device)), NVML
         except EnergyUnavailable as e:
             if shutil.which("nvidia-smi"):
                 self.source = SAMPLED
@@ -113,18 +113,9 @@ class Meter:
         if self.source != SAMPLED:
             yield window
             return
-        with gpu_clock.sampling(SAMPLE_MS) as samples:
+        with gpu_clock.sampling(SAMPLE_MS, self.device) as samples:
             yield window
         window.samples = samples
 
     def describe(self) -> dict[str, Any]:
         return {"source": self.source, "reason": self.reason}
-
-
-def _nvml_index(device: torch.device) -> int:
-    """NVML numbers every GPU of the host; torch only the visible ones (CUDA_VISIBLE_DEVICES)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    try:
-        return torch.cuda._get_nvml_device_index(index)
-    except Exception:  # noqa: BLE001 - a private helper of torch; the plain index is right without a mask
-        return index

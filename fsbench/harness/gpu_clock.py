@@ -13,7 +13,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 FIELDS = ("timestamp", "clocks.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.sw_power_cap",
           "clocks_event_reasons.sw_thermal_slowdown", "clocks_event_reasons.hw_slowdown")
@@ -33,18 +36,42 @@ def parse_sample(line: str) -> dict[str, Any] | None:
         return None
 
 
+def nvml_index(device: torch.device | None = None) -> int | None:
+    """The number NVML and nvidia-smi give the CUDA `device` (default: the current one), which numbers every GPU
+    of the host where torch numbers the visible ones (CUDA_VISIBLE_DEVICES); None for a CPU device, or where
+    this process sees no GPU."""
+    import torch
+
+    if device is not None and device.type != "cuda":
+        return None
+    if device is None or device.index is None:
+        if not torch.cuda.is_available():
+            return None
+        index = torch.cuda.current_device()
+    else:
+        index = device.index
+    try:
+        return torch.cuda._get_nvml_device_index(index)
+    except Exception:  # noqa: BLE001 - a private helper of torch; the plain index is right without a mask
+        return index
+
+
 @contextmanager
-def sampling(interval_ms: int = 50) -> Iterator[list[dict[str, Any]]]:
-    """Samples every `interval_ms` while the block runs; the list yielded is filled when the block ends
-    (and stays empty where there is no nvidia-smi)."""
+def sampling(interval_ms: int = 50, device: torch.device | None = None) -> Iterator[list[dict[str, Any]]]:
+    """Samples of the GPU `device` (default: the current CUDA device) every `interval_ms` while the block runs;
+    the list yielded is filled when the block ends (and stays empty where there is no nvidia-smi). Without
+    `--id`, nvidia-smi would print a line for every GPU of the host, so a busy GPU's median would mix with idle
+    ones'."""
     samples: list[dict[str, Any]] = []
     smi = shutil.which("nvidia-smi")
     if smi is None:
         yield samples
         return
+    index = nvml_index(device)
     with tempfile.TemporaryFile("w+") as log:
         sampler = subprocess.Popen([smi, f"--query-gpu={','.join(FIELDS)}", "--format=csv,noheader,nounits",
-                                    "-lms", str(interval_ms)], stdout=log, stderr=subprocess.DEVNULL)
+                                    "-lms", str(interval_ms), *([] if index is None else ["--id", str(index)])],
+                                   stdout=log, stderr=subprocess.DEVNULL)
         try:
             yield samples
         finally:

@@ -106,6 +106,7 @@ class Profiler:
     """
 
     def __init__(self, device: torch.device):
+        self.device = device
         self.clock = Clock(device)
         self.energy = Meter(device)
         self.videos: list[dict[str, Any]] = []
@@ -261,7 +262,9 @@ class Profiler:
 
     def _clock_samples(self) -> contextlib.AbstractContextManager[list[dict[str, Any]]]:
         """nvidia-smi's samples over a video on a GPU (none on a CPU or without nvidia-smi)."""
-        return gpu_clock.sampling(CLOCK_SAMPLE_MS) if self.clock.cuda else contextlib.nullcontext([])
+        if not self.clock.cuda:
+            return contextlib.nullcontext([])
+        return gpu_clock.sampling(CLOCK_SAMPLE_MS, self.device)
 
     def clock_split(self, samples: list[dict[str, Any]]) -> dict[str, Any] | None:
         """Clock and power of the samples (`gpu_clock` records) taken during the last video's self-attention calls

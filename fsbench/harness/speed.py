@@ -5,9 +5,9 @@ flash's 354 at 75600 tokens; torch's default order lists flash first, e.g. in 2.
 explicit and recorded), and the negative prompt's embedding is computed once per pipeline (a constant of
 the benchmark, not part of a query's input; positive prompts are encoded in every query, as MLPerf asks).
 Options (recorded in the manifest): `compile` (torch.compile of the repeated transformer blocks with
-`fullgraph=True`: the self-attention call is the custom op `torch.ops.fsbench.attention` inside the graphs, one
-graph per format of the schedule), `gemm` (bf16 | fp8: the blocks' linears through
-`harness.fp8_linear`), `vae` (fp32 | bf16 decode).
+`fullgraph=True`: the self-attention call, its q/k RMSNorm and RoPE included, is the custom op
+`torch.ops.fsbench.self_attention` inside the graphs, one graph per format of the schedule), `gemm` (bf16 |
+fp8: the blocks' linears through `harness.fp8_linear`), `vae` (fp32 | bf16 decode).
 """
 from __future__ import annotations
 
