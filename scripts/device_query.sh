@@ -6,7 +6,9 @@
 #                           stops the command where a test fails
 #   bench NAME              the fused mxfp8 call at (1,40,75600,128) three ways, interleaved, with clock and power:
 #                           BHSD tensors, the pipeline's call (projections through the self_attention op), cuDNN FP8
-#   query SCHEDULE CONFIG   one real 720x1280x81 SingleStream query of a14b-synthetic (scripts/e2e_queries.py)
+#   query SCHEDULES CONFIGS real 720x1280x81 SingleStream queries of a14b-synthetic (scripts/e2e_queries.py), one
+#                           for each schedule in each configuration (comma lists), as many at once as the node has
+#                           GPUs, each alone on its GPU
 # OUT gets e2e_queries.json (one row per query), query.tgz (each run folder's records: manifest, profile, log and
 # LoadGen summary; the videos and the latent stay), NAME.json per bench, prologue_time.json and logs.tgz.
 #   FSBENCH_COMMIT=<sha> bash scripts/device_query.sh check bench cold query mxfp8 optimized bench hot
@@ -51,8 +53,11 @@ while (($#)); do
       grep -v "^-" "$logs/bench_$2.log" | tail -6
       shift 2 ;;
     query)
-      python3 scripts/e2e_queries.py --schedule "$2" --config "$3" --runs /tmp/e2e --table "$OUT/e2e_queries.json" \
-        2>&1 | tee "$logs/query_$2_$3.log" | tail -4
+      IFS=, read -ra schedules <<< "$2"
+      IFS=, read -ra configs <<< "$3"
+      python3 scripts/e2e_queries.py ${schedules[@]/#/--schedule } ${configs[@]/#/--config } \
+        --gpus "$(nvidia-smi -L | wc -l)" --runs /tmp/e2e --table "$OUT/e2e_queries.json" \
+        2>&1 | tee "$logs/query_${2//,/+}_${3//,/+}.log" | tail -12
       shift 3 ;;
     *) echo "device_query.sh: error: unknown task $1" >&2; exit 2 ;;
   esac

@@ -18,29 +18,51 @@ def script():
     return load_script("e2e_queries")
 
 
-def _query(script, tmp_path, schedule: str, config: str):
-    args = ["--schedule", schedule, "--config", config, "--runs", str(tmp_path / "runs"),
-            "--table", str(tmp_path / "queries.json"), "--model", "tiny", *TINY[2:]]
+def _query(script, tmp_path, schedules: tuple[str, ...], config: str, *options: str):
+    args = [*(a for s in schedules for a in ("--schedule", s)), "--config", config, "--runs", str(tmp_path / "runs"),
+            "--table", str(tmp_path / "queries.json"), *options, "--model", "tiny", *TINY[2:]]
     return CliRunner().invoke(script.main, args)
 
 
-def test_bad_schedule_or_an_existing_run_folder_stops_before_any_work(script, tmp_path):
-    bad = _query(script, tmp_path, "mxfp9", "optimized")
+def test_bad_schedule_an_existing_run_folder_or_a_bad_table_stops_before_any_work(script, tmp_path):
+    bad = _query(script, tmp_path, ("bf16", "mxfp9"), "optimized")
     assert bad.exit_code == 2 and "fsbench: error: --schedule must be one of bf16, hybrid" in bad.stderr
-    (tmp_path / "runs" / "optimized-bf16").mkdir(parents=True)
-    taken = _query(script, tmp_path, "bf16", "optimized")
-    assert taken.exit_code == 2 and "optimized-bf16 exists" in taken.stderr
-    assert not (tmp_path / "queries.json").exists()
+    (tmp_path / "runs" / "optimized-mxfp8").mkdir(parents=True)
+    taken = _query(script, tmp_path, ("bf16", "mxfp8"), "optimized")
+    assert taken.exit_code == 2 and "optimized-mxfp8 exists" in taken.stderr
+    assert not (tmp_path / "queries.json").exists() and not (tmp_path / "runs" / "optimized-bf16").exists()
+    (tmp_path / "queries.json").write_text('{"schedule": "bf16"}')
+    (tmp_path / "runs" / "optimized-mxfp8").rmdir()
+    table = _query(script, tmp_path, ("bf16",), "optimized")
+    assert table.exit_code == 2 and "does not hold a JSON list of query rows" in table.stderr
+    assert not (tmp_path / "runs" / "optimized-bf16").exists()
+
+
+def test_more_gpus_than_cuda_visible_devices_names_stops_before_any_work(script, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    result = _query(script, tmp_path, ("bf16", "mxfp8"), "optimized", "--gpus", "2")
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        "fsbench: error: --gpus 2: CUDA_VISIBLE_DEVICES=5 names 1")
+    assert not (tmp_path / "runs").exists()
+
+
+def _span(run) -> tuple[str, str]:
+    """The earliest and latest timestamps of a run's log: when `fsbench run` started and finished."""
+    stamps = sorted(line[:23] for line in (run / "fsbench.log").read_text().splitlines() if line[:2] == "20")
+    return stamps[0], stamps[-1]
 
 
 @pytest.mark.slow
 def test_two_queries_make_two_rows_and_compare_builds_latency_speedup_and_energy_from_them(script, tmp_path):
-    """The tiny model on a CPU: each invocation runs `fsbench run --compile --profile` once (inductor) and
-    appends its row; `fsbench compare` over the two run folders shows the same latencies."""
-    for schedule, config in (("bf16", "optimized"), ("mxfp8", "optimized")):
-        result = _query(script, tmp_path, schedule, config)
-        assert result.exit_code == 0, result.output
-    rows = json.loads((tmp_path / "queries.json").read_text())
+    """The tiny model on a CPU: two queries at once (`--gpus 2`), each `fsbench run --compile --profile` (inductor)
+    appending its row; `fsbench compare` over the two run folders shows the same latencies."""
+    result = _query(script, tmp_path, ("bf16", "mxfp8"), "optimized", "--gpus", "2")
+    assert result.exit_code == 0, result.output
+    rows = sorted(json.loads((tmp_path / "queries.json").read_text()), key=lambda r: r["schedule"])
+    assert all(r["gpu"] is None for r in rows)  # a CPU run names no GPU
+    (bf16_start, bf16_end), (mxfp8_start, mxfp8_end) = (_span(tmp_path / "runs" / f"optimized-{s}")
+                                                        for s in ("bf16", "mxfp8"))
+    assert bf16_start < mxfp8_end and mxfp8_start < bf16_end  # they ran at the same time
     assert [(r["schedule"], r["gemm"], r["compile"], r["vae"], r["steps"]) for r in rows] == [
         ("bf16", "fp8", True, "bf16", 2), ("mxfp8", "fp8", True, "bf16", 2)]
     assert all(r["query_s"] > 0 and r["joules"] is None and r["commit"] for r in rows)
