@@ -35,6 +35,7 @@ import click
 
 from fsbench.errors import FsbenchError
 from fsbench.eval.runs import Run
+from fsbench.gpus import child_gpus
 from fsbench.harness import results
 from fsbench.harness.schedule import builtin_names
 from fsbench.paths import REPO
@@ -93,16 +94,6 @@ def append_row(table: Path, row: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def visible_gpus(count: int) -> list[str]:
-    """The host's numbers of the first `count` GPUs this process may use (CUDA_VISIBLE_DEVICES, else 0..count-1)."""
-    visible = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-    if not visible:
-        return [str(i) for i in range(count)]
-    if count > len(visible):
-        raise FsbenchError(f"--gpus {count}: CUDA_VISIBLE_DEVICES={','.join(visible)} names {len(visible)}")
-    return visible[:count]
-
-
 def run_query(model: str, schedule: str, config: str, run: Path, extra: tuple[str, ...], warm_up: bool,
               gpus: queue.Queue[str]) -> dict[str, Any]:
     """Run one query on the first free GPU of `gpus` and return its row; FsbenchError where it failed."""
@@ -154,7 +145,7 @@ def main(schedules: tuple[str, ...], configs: tuple[str, ...], gpus: int, model:
             raise FsbenchError(f"{taken[0]} exists: a query's run folder holds one query; move it away or pass --runs")
         read_rows(table)  # a table that cannot take the rows stops the command before the queries, not after
         free: queue.Queue[str] = queue.Queue()
-        for gpu in visible_gpus(min(gpus, len(queries))):
+        for gpu in child_gpus(min(gpus, len(queries))):
             free.put(gpu)
         with ThreadPoolExecutor(max_workers=free.qsize()) as pool:
             futures = [pool.submit(run_query, model, s, c, runs[(s, c)], extra, warm_up, free) for s, c in queries]

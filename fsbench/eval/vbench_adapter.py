@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 from fsbench.errors import FsbenchError
 from fsbench.eval import store, video_io, weights
 from fsbench.eval.runs import Run
+from fsbench.gpus import child_gpus
 from fsbench.paths import REPO
 from fsbench.rundir import BENCHMARK, VIDEO_SUFFIX
 
@@ -262,8 +263,7 @@ def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str,
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
     env.pop("PYTHONPATH", None)
     if gpu is not None:  # the gpu-th of the GPUs this process sees
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[gpu] if visible else str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = child_gpus(gpu + 1)[gpu]
     with open(log_path, "w") as log:
         process = subprocess.Popen([str(python), str(RUNNER), str(work / f"job{tag}.json")], stdout=subprocess.PIPE,
                                    stderr=log, text=True, env=env, cwd=work)
