@@ -271,9 +271,12 @@ for dim in job["dimensions"]:
 '''
 
 
+@pytest.mark.parametrize("visible, children", [(None, ("0", "1")), ("GPU-5e1f, 3,6", ("GPU-5e1f", "3"))],
+                         ids=["unset", "uuid-and-number"])
 def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, shared_data, empty_caches,
-                                                                     monkeypatch):
-    """`--gpus 2`: two runner processes at once, one per GPU, each scoring its dimensions over all their videos."""
+                                                                     monkeypatch, visible, children):
+    """`--gpus 2`: two runner processes at once, one per GPU, each scoring its dimensions over all their videos;
+    each runner sees the GPU by the name this process's CUDA_VISIBLE_DEVICES gives it (a number or a UUID)."""
     from fsbench.eval import weights
 
     runner = tmp_path / "recording_runner.py"
@@ -281,7 +284,10 @@ def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, s
     monkeypatch.setattr(vbench_adapter, "RUNNER", runner)
     monkeypatch.setenv("FSBENCH_VBENCH_PYTHON", sys.executable)
     monkeypatch.setenv("FSBENCH_DATA", str(shared_data))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     _stage_empty([w for ws in weights.vbench_weights().values() for w in ws])
     run = make_run(tmp_path / "run", "bf16", {"seed": constant_video([7] * 2)})
     for prompt in (shared_data / "vbench_prompts.txt").read_text().splitlines():
@@ -290,8 +296,9 @@ def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, s
     summary = vbench_adapter.evaluate(Run.open(run), on_dimension=scored.append, gpus=2)
     assert sorted(scored) == sorted(vbench_adapter.DIMENSIONS) and summary["overall"] == pytest.approx(50.0)
     raw = {d: json.loads((run / "eval" / "vbench" / f"{d}.json").read_text()) for d in vbench_adapter.DIMENSIONS}
-    by_gpu = {gpu: {d for d, r in raw.items() if r["gpu"] == gpu} for gpu in ("0", "1")}
-    assert by_gpu["0"] | by_gpu["1"] == set(vbench_adapter.DIMENSIONS) and len(by_gpu["0"]) == len(by_gpu["1"]) == 3
+    by_gpu = {gpu: {d for d, r in raw.items() if r["gpu"] == gpu} for gpu in children}
+    first, second = (by_gpu[gpu] for gpu in children)
+    assert first | second == set(vbench_adapter.DIMENSIONS) and len(first) == len(second) == 3
     assert len({r["pid"] for r in raw.values()}) == 2
     assert sorted(p.name for p in (run / "eval" / "vbench").glob("job*.json")) == ["job-gpu0.json", "job-gpu1.json"]
 
