@@ -271,12 +271,9 @@ for dim in job["dimensions"]:
 '''
 
 
-@pytest.mark.parametrize("visible, children", [(None, ("0", "1")), ("GPU-5e1f, 3,6", ("GPU-5e1f", "3"))],
-                         ids=["unset", "uuid-and-number"])
-def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, shared_data, empty_caches,
-                                                                     monkeypatch, visible, children):
-    """`--gpus 2`: two runner processes at once, one per GPU, each scoring its dimensions over all their videos;
-    each runner sees the GPU by the name this process's CUDA_VISIBLE_DEVICES gives it (a number or a UUID)."""
+def _recording_run(tmp_path, shared_data, monkeypatch, visible: str | None) -> Path:
+    """A run with a video for every VBench prompt, the recording runner in VBench's place, all weights staged and
+    CUDA_VISIBLE_DEVICES set to `visible` (None: unset)."""
     from fsbench.eval import weights
 
     runner = tmp_path / "recording_runner.py"
@@ -292,6 +289,16 @@ def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, s
     run = make_run(tmp_path / "run", "bf16", {"seed": constant_video([7] * 2)})
     for prompt in (shared_data / "vbench_prompts.txt").read_text().splitlines():
         os.link(run / "videos" / "seed-0.mp4", run / "videos" / f"{prompt}-0.mp4")
+    return run
+
+
+@pytest.mark.parametrize("visible, children", [(None, ("0", "1")), ("GPU-5e1f, 3,6", ("GPU-5e1f", "3"))],
+                         ids=["unset", "uuid-and-number"])
+def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, shared_data, empty_caches,
+                                                                     monkeypatch, visible, children):
+    """`--gpus 2`: two runner processes at once, one per GPU, each scoring its dimensions over all their videos;
+    each runner sees the GPU by the name this process's CUDA_VISIBLE_DEVICES gives it (a number or a UUID)."""
+    run = _recording_run(tmp_path, shared_data, monkeypatch, visible)
     scored = []
     summary = vbench_adapter.evaluate(Run.open(run), on_dimension=scored.append, gpus=2)
     assert sorted(scored) == sorted(vbench_adapter.DIMENSIONS) and summary["overall"] == pytest.approx(50.0)
@@ -301,6 +308,14 @@ def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, s
     assert first | second == set(vbench_adapter.DIMENSIONS) and len(first) == len(second) == 3
     assert len({r["pid"] for r in raw.values()}) == 2
     assert sorted(p.name for p in (run / "eval" / "vbench").glob("job*.json")) == ["job-gpu0.json", "job-gpu1.json"]
+
+
+def test_more_gpus_than_cuda_visible_devices_names_stops_before_any_runner(tmp_path, shared_data, empty_caches,
+                                                                          monkeypatch):
+    run = _recording_run(tmp_path, shared_data, monkeypatch, "5")
+    with pytest.raises(FsbenchError, match=r"^--gpus 2: CUDA_VISIBLE_DEVICES=5 names 1$"):
+        vbench_adapter.evaluate(Run.open(run), gpus=2)
+    assert not list((run / "eval" / "vbench").glob("job*.json"))
 
 
 def test_a_video_that_does_not_decode_is_refused_in_one_line_before_vbench_starts(tmp_path):

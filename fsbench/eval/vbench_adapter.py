@@ -221,7 +221,8 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
 
 def _run_runners(work: Path, full_info: Path, dimensions: list[str], device: str, gpus: int):
     """One runner for all dimensions, or with `gpus` > 1 the dimensions dealt over that many runners at once (the
-    i-th seeing only GPU i); yield (dimension, result) as each one finishes, in this thread."""
+    i-th seeing only GPU i, checked before any starts); yield (dimension, result) as each one finishes, in this
+    thread."""
     if gpus <= 1 or len(dimensions) <= 1:
         yield from _run_runner(work, full_info, dimensions, device)
         return
@@ -229,13 +230,14 @@ def _run_runners(work: Path, full_info: Path, dimensions: list[str], device: str
 
     def run_share(gpu: int, share: list[str]) -> None:
         try:
-            for item in _run_runner(work, full_info, share, device, gpu=gpu):
+            for item in _run_runner(work, full_info, share, device, gpu=(gpu, visible[gpu])):
                 finished.put(item)
             finished.put(None)
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
             finished.put(exc)
 
     shares = [dimensions[i::gpus] for i in range(min(gpus, len(dimensions)))]
+    visible = child_gpus(len(shares))
     threads = [threading.Thread(target=run_share, args=(gpu, share), daemon=True) for gpu, share in enumerate(shares)]
     for thread in threads:
         thread.start()
@@ -251,19 +253,21 @@ def _run_runners(work: Path, full_info: Path, dimensions: list[str], device: str
         raise error
 
 
-def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str, gpu: int | None = None):
+def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str,
+                gpu: tuple[int, str] | None = None):
     """Run eval/vbench_runner.py in the vbench environment; yield (dimension, result) as each one finishes.
-    With `gpu`, the runner sees only that GPU and keeps its own job file and log."""
+    With `gpu` (its index and its CUDA_VISIBLE_DEVICES value), the runner sees only that GPU and keeps its own job
+    file and log."""
     python = vbench_python()
-    tag = "" if gpu is None else f"-gpu{gpu}"
+    tag = "" if gpu is None else f"-gpu{gpu[0]}"
     job = {"videos_path": str(work / "videos"), "full_info": str(full_info), "output_path": str(work / "raw"),
            "dimensions": dimensions, "device": device, "results_dir": str(work / "raw")}
     store.write_json(work / f"job{tag}.json", job)
     log_path = work / f"vbench{tag}.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
     env.pop("PYTHONPATH", None)
-    if gpu is not None:  # the gpu-th of the GPUs this process sees
-        env["CUDA_VISIBLE_DEVICES"] = child_gpus(gpu + 1)[gpu]
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu[1]
     with open(log_path, "w") as log:
         process = subprocess.Popen([str(python), str(RUNNER), str(work / f"job{tag}.json")], stdout=subprocess.PIPE,
                                    stderr=log, text=True, env=env, cwd=work)
