@@ -39,7 +39,8 @@ The manifest's keys (all JSON):
   summary has samples, videos_generated, videos_reused, accuracy_log and log_dir (relative to RUN), wall_s.
   Either summary of a run on several processes (`fsbench run --gpus N`) has parallel {processes, device, cfg,
   ulysses, replicas, backend, device_name, launcher, samples_per_replica (Offline)}. Every summary has command
-  (the `fsbench ...` command line that wrote it)
+  (the `fsbench ...` command line that wrote it) and speed ({compile, gemm, vae} as given to `fsbench run`, with
+  what they did: the run's configuration)
 """
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ MADE_WITH = "made_with"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"
 LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.runlock)
+SPEED_KEYS = ("compile", "gemm", "vae")  # of a summary's speed: the options that make a configuration
 
 
 def video_name(prompt: str) -> str:

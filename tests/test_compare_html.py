@@ -17,16 +17,16 @@ PROMPTS = ("a red fox running through fresh snow", "a paper boat drifting down a
 
 
 class _Page(HTMLParser):
-    """The results table's cells (text per row) and every src/href the page refers to."""
+    """One table's cells (text per row; the results table unless told) and every src/href the page refers to."""
 
-    def __init__(self):
+    def __init__(self, table: str = "results"):
         super().__init__()
-        self.rows, self.refs, self._in = [], [], None
+        self.rows, self.refs, self._in, self._table = [], [], None, table
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         self.refs += [attrs[k] for k in ("src", "href") if attrs.get(k)]
-        if tag == "table" and attrs.get("id") == "results":
+        if tag == "table" and attrs.get("id") == self._table:
             self._in = "table"
         elif self._in and tag == "tr":
             self.rows.append([])
@@ -73,6 +73,28 @@ def test_page_shows_every_missing_metric_as_a_footnoted_gap(runs_without_metrics
     assert "not evaluated against BF16" in notes[re.fullmatch(r"n/a\[(\d+)\]", mxfp8["LPIPS ↓"]).group(1)]
     assert all(cell.strip() for row in body for cell in row)
     assert "LPIPS: not computed for any run" in (out / "prompt_spread.svg").read_text()
+
+
+def test_page_of_two_configurations_puts_them_side_by_side_as_compare_md_does(tmp_path):
+    """Runs with BF16 and with FP8 GEMMs: the page's second table has compare.md's cells, row for row."""
+    runs = []
+    for schedule, gemm, latency in (("bf16", "bf16", 5.0), ("mxfp8", "bf16", 4.0), ("mxfp8", "fp8", 3.0)):
+        single = {"latency_p90_ns": latency * 1e9, "valid": True, "speed": {"compile": True, "gemm": gemm,
+                                                                              "vae": "fp32"}}
+        runs.append(make_run(tmp_path / f"{gemm}-{schedule}", schedule,
+                             {p: constant_video([100] * 5, 31, 45) for p in PROMPTS},
+                             results={"SingleStream": {"performance": single}}))
+    out = _compare(runs, tmp_path)
+    page = _Page("configurations")
+    page.feed((out / "index.html").read_text())
+    lines = (tmp_path / "cmp" / "compare.md").read_text().splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("Each configuration"))) + 2
+    markdown = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[start:] if line.startswith("| ")]
+    assert [[c.strip() for c in row] for row in page.rows] == markdown
+    assert markdown[0] == ["Schedule", "BF16 GEMMs: latency (s)", "BF16 GEMMs: energy (J)", "FP8 GEMMs: latency (s)",
+                           "FP8 GEMMs: energy (J)"]
+    assert markdown[1][0] == "BF16" and markdown[1][3:] == ["no run", "no run"]
+    assert markdown[2][1] == f"4.000 ({5.0 / 4.0:.2f}×)" and markdown[2][3].startswith("3.000 [")
 
 
 def test_page_videos_are_even_sided_yuv420p_h264_copies_and_their_differences(runs_without_metrics, tmp_path):

@@ -53,9 +53,10 @@ def _span(run) -> tuple[str, str]:
 
 
 @pytest.mark.slow
-def test_two_queries_make_two_rows_and_compare_builds_latency_speedup_and_energy_from_them(script, tmp_path):
+def test_queries_make_rows_and_compare_builds_latency_speedup_and_energy_per_configuration(script, tmp_path):
     """The tiny model on a CPU: two queries at once (`--gpus 2`), each `fsbench run --compile --profile` (inductor)
-    appending its row; `fsbench compare` over the two run folders shows the same latencies."""
+    appending its row; `fsbench compare` over the two run folders shows the same latencies; a third query in the
+    other configuration joins the comparison as its own column."""
     result = _query(script, tmp_path, ("bf16", "mxfp8"), "optimized", "--gpus", "2")
     assert result.exit_code == 0, result.output
     rows = sorted(json.loads((tmp_path / "queries.json").read_text()), key=lambda r: r["schedule"])
@@ -78,3 +79,19 @@ def test_two_queries_make_two_rows_and_compare_builds_latency_speedup_and_energy
     assert table["footnotes"][str(table["rows"][0]["notes"]["joules"])] == rows[0]["energy_note"]
     manifest = json.loads((tmp_path / "runs" / "optimized-mxfp8" / "manifest.json").read_text())
     assert manifest["results"]["SingleStream"]["performance"]["warm_up"]["formats"] == ["mxfp8"]
+
+    # a query in the BF16-GEMM configuration: compare tells the configurations apart and keeps each speedup within
+    # its own (this one has no BF16 run of its configuration here)
+    assert _query(script, tmp_path, ("mxfp8",), "bf16-gemm").exit_code == 0
+    third = json.loads((tmp_path / "queries.json").read_text())[-1]
+    assert (third["schedule"], third["gemm"], third["vae"]) == ("mxfp8", "bf16", "fp32")
+    compared = CliRunner().invoke(fsbench_main, ["compare", *runs, str(tmp_path / "runs" / "bf16-gemm-mxfp8"),
+                                                 "--out", str(out)])
+    assert compared.exit_code == 0, compared.output
+    table = json.loads((out / "compare.json").read_text())
+    assert [r["schedule"] for r in table["rows"]] == [
+        "BF16 · FP8 GEMMs, bf16 VAE", "MXFP8 · FP8 GEMMs, bf16 VAE", "MXFP8 · BF16 GEMMs, fp32 VAE"]
+    assert table["rows"][1]["speedup"] == pytest.approx(rows[0]["query_s"] / rows[1]["query_s"])
+    assert table["rows"][2]["latency_s"] == pytest.approx(third["query_s"]) and table["rows"][2]["speedup"] is None
+    assert table["by_configuration"] == {"BF16": {"FP8 GEMMs, bf16 VAE": 0, "BF16 GEMMs, fp32 VAE": None},
+                                         "MXFP8": {"FP8 GEMMs, bf16 VAE": 1, "BF16 GEMMs, fp32 VAE": 2}}

@@ -158,3 +158,43 @@ def test_runs_sharing_a_schedule_are_told_apart_by_folder(tmp_path):
     a = make_run(tmp_path / "paper_bf16", "bf16", {}, settings=SETTINGS)
     b = make_run(tmp_path / "mlperf_bf16", "bf16", {}, settings=SETTINGS)
     assert report.labels([Run.open(a), Run.open(b)]) == ["BF16 (paper_bf16)", "BF16 (mlperf_bf16)"]
+
+
+def test_runs_of_two_configurations_get_speedups_within_each_and_a_side_by_side_table(tmp_path):
+    """Table 6's latency columns: each speedup is over the BF16 run of its own configuration, the labels say
+    which configuration a row is, and a second table puts each schedule's configurations side by side."""
+    bf16_gemm = {"compile": True, "gemm": "bf16", "vae": "fp32"}
+    fp8_gemm = {"compile": True, "gemm": "fp8", "vae": "bf16"}
+    queries = [("bf16", bf16_gemm, 5.0), ("mxfp8", bf16_gemm, 4.0), ("hybrid", bf16_gemm, 3.2),
+               ("bf16", fp8_gemm, 4.5), ("mxfp8", fp8_gemm, 3.0)]
+    runs = []
+    for schedule, speed, latency in queries:
+        single = {"latency_p90_ns": latency * 1e9, "valid": True, "speed": {**speed, "sdpa_priority": []}}
+        runs.append(make_run(tmp_path / f"{speed['gemm']}-{schedule}", schedule, {},
+                             results={"SingleStream": {"performance": single}}))
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(main, ["compare", *map(str, runs), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = json.loads((out / "compare.json").read_text())
+    assert [r["schedule"] for r in table["rows"]] == [
+        "BF16 · BF16 GEMMs, fp32 VAE", "MXFP8 · BF16 GEMMs, fp32 VAE", "hybrid · BF16 GEMMs, fp32 VAE",
+        "BF16 · FP8 GEMMs, bf16 VAE", "MXFP8 · FP8 GEMMs, bf16 VAE"]
+    assert [r["speedup"] for r in table["rows"]] == pytest.approx([1.0, 5.0 / 4.0, 5.0 / 3.2, 1.0, 4.5 / 3.0])
+    assert table["configurations"] == ["BF16 GEMMs, fp32 VAE", "FP8 GEMMs, bf16 VAE"]
+    assert table["by_configuration"]["hybrid"] == {"BF16 GEMMs, fp32 VAE": 2, "FP8 GEMMs, bf16 VAE": None}
+    lines = (out / "compare.md").read_text().splitlines()
+    assert "speedup = latency of the BF16 run of the same configuration / latency" in lines[0]
+    side = lines[lines.index(next(line for line in lines if line.startswith("Each configuration"))) + 2:]
+    assert side[0] == ("| Schedule | BF16 GEMMs, fp32 VAE: latency (s) | BF16 GEMMs, fp32 VAE: energy (J) "
+                       "| FP8 GEMMs, bf16 VAE: latency (s) | FP8 GEMMs, bf16 VAE: energy (J) |")
+    mxfp8 = next(line for line in side if line.startswith("| MXFP8 "))
+    assert mxfp8.startswith(f"| MXFP8 | 4.000 ({5.0 / 4.0:.2f}×) | [") and f"| 3.000 ({4.5 / 3.0:.2f}×) |" in mxfp8
+    hybrid = next(line for line in side if line.startswith("| hybrid "))
+    assert hybrid.endswith("| no run | no run |")
+
+    alone = CliRunner().invoke(main, ["compare", str(runs[0]), str(runs[4]), "--out", str(tmp_path / "alone")])
+    assert alone.exit_code == 0, alone.output
+    row = json.loads((tmp_path / "alone" / "compare.json").read_text())["rows"][1]
+    footnotes = json.loads((tmp_path / "alone" / "compare.json").read_text())["footnotes"]
+    assert row["speedup"] is None and footnotes[str(row["notes"]["speedup"])] == (
+        "no BF16 run of this configuration (FP8 GEMMs, bf16 VAE) with a SingleStream latency in this comparison")

@@ -95,7 +95,19 @@ def table_html(rows: list[report.Row]) -> str:
     notes = "".join(f"<li id='note-{n}' value='{n}'>{html.escape(note)}</li>" for note, n in numbers.items())
     return (f"<p class='caption'>{html.escape(report.caption(rows))}</p><div class='scroll'><table id='results'>"
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-            f"<ol class='notes'>{notes}</ol>")
+            f"<ol class='notes'>{notes}</ol>{_configuration_html(rows, marks)}")
+
+
+def _configuration_html(rows: list[report.Row], marks: dict[tuple[int, str], int]) -> str:
+    """report's side-by-side table of the configurations, where the runs have more than one."""
+    if not any(row.configuration for row in rows):
+        return ""
+    header, body = report.configuration_table(rows, marks)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    lines = "".join("<tr><th scope='row'>" + html.escape(cells[0]) + "</th>"
+                    + "".join(f"<td>{html.escape(c)}</td>" for c in cells[1:]) + "</tr>" for cells in body)
+    return (f"<p class='caption'>{html.escape(report.CONFIGURATION_CAPTION)}</p><div class='scroll'>"
+            f"<table id='configurations'><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table></div>")
 
 
 def provenance_html(rows: list[report.Row]) -> str:

@@ -1,7 +1,9 @@
 """`fsbench compare`: one table per set of runs like the paper's Tables 6 and 7, a speedup plot and a frame grid.
 
 Each run contributes what its manifest and RUN/eval/summary.json hold. A value a run lacks stays an empty cell
-with a numbered footnote saying why, so a reader never mistakes a gap for a zero.
+with a numbered footnote saying why, so a reader never mistakes a gap for a zero. Runs of several configurations
+(`--gemm`, `--compile`, `--vae`) are told apart by it, each speedup is over the BF16 run of its own configuration,
+and a second table puts each schedule's configurations side by side (the latency columns of Table 6).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.eval import fidelity, store
 from fsbench.eval.runs import Run
@@ -52,18 +55,50 @@ class Row:
     values: dict = field(default_factory=dict)
     notes: dict = field(default_factory=dict)  # column key -> footnote text
     reference: bool = False
+    configuration: str | None = None  # what sets its configuration apart; None where all runs share one
+    schedule: str = ""  # the label without the configuration
+
+
+def _describe(configuration: dict, keys: list[str]) -> str:
+    """`keys` of a configuration as a reader says them: "FP8 GEMMs, compiled, bf16 VAE"."""
+    words = {"gemm": lambda v: f"{str(v).upper()} GEMMs", "compile": lambda v: "compiled" if v else "eager",
+             "vae": lambda v: f"{v} VAE"}
+    return ", ".join(f"{k} not recorded" if configuration.get(k) is None else words[k](configuration[k])
+                     for k in keys)
+
+
+def configuration_names(runs: list[Run]) -> list[str | None]:
+    """What sets each run's configuration apart from the others' (only the options that differ); all None where
+    the runs share one configuration."""
+    configurations = [r.configuration() for r in runs]
+    if len(set(configurations)) < 2:
+        return [None] * len(runs)
+    recorded = [dict(c) for c in configurations if c is not None]
+    keys = [k for k in rundir.SPEED_KEYS if len({c.get(k) for c in recorded}) > 1] or list(rundir.SPEED_KEYS)
+    return [_describe(dict(c), keys) if c is not None else "configuration not recorded" for c in configurations]
+
+
+def _told_apart(names: list[str], runs: list[Run], keys: list | None = None) -> list[str]:
+    """The folder name added where two runs share a name (or the key given for each)."""
+    keys = names if keys is None else keys
+    return [f"{n} ({r.path.name})" if keys.count(k) > 1 else n for n, k, r in zip(names, keys, runs)]
 
 
 def labels(runs: list[Run]) -> list[str]:
-    """Schedule names as the paper writes them; the folder name is added where two runs share a schedule."""
+    """Schedule names as the paper writes them; the configuration added where the runs differ in it
+    ("MXFP8 · BF16 GEMMs"), and the folder name where two runs still share a label."""
     names = [FORMAT_LABELS.get(r.schedule, r.schedule) for r in runs]
-    return [f"{n} ({r.path.name})" if names.count(n) > 1 else n for n, r in zip(names, runs)]
+    return _told_apart([f"{n} · {c}" if c else n for n, c in zip(names, configuration_names(runs))], runs)
 
 
 def build_rows(runs: list[Run]) -> list[Row]:
     summaries = [_read_summary(r) for r in runs]
     references = {str(Path(s["fidelity"]["reference"])) for s in summaries if s.get("fidelity", {}).get("reference")}
-    rows = [Row(label, run) for label, run in zip(labels(runs), runs)]
+    configurations = configuration_names(runs)
+    names = [FORMAT_LABELS.get(r.schedule, r.schedule) for r in runs]
+    schedules = _told_apart(names, runs, keys=list(zip(names, configurations)))  # unique within a configuration
+    rows = [Row(label, run, configuration=c, schedule=s)
+            for label, run, c, s in zip(labels(runs), runs, configurations, schedules)]
     for row, summary in zip(rows, summaries):
         row.reference = str(row.run.path) in references or (row.run.schedule == "bf16" and "fidelity" not in summary)
         digest = row.run.videos_digest(row.run.prompts())
@@ -155,13 +190,18 @@ def _performance_cells(row: Row) -> None:
 
 
 def _speedups(rows: list[Row]) -> None:
-    base = next((r for r in rows if r.reference and r.values.get("latency_s")), None)
-    base = base or next((r for r in rows if r.run.schedule == "bf16" and r.values.get("latency_s")), None)
+    """Over the BF16 run of the row's own configuration (Table 6: over BF16 attention in the same configuration)."""
     for row in rows:
+        same = [r for r in rows if r.configuration == row.configuration]
+        base = next((r for r in same if r.reference and r.values.get("latency_s")), None)
+        base = base or next((r for r in same if r.run.schedule == "bf16" and r.values.get("latency_s")), None)
         latency = row.values.get("latency_s")
         if base is None:
             row.values["speedup"] = None
-            row.notes["speedup"] = "no BF16 run with a SingleStream latency in this comparison"
+            row.notes["speedup"] = ("no BF16 run with a SingleStream latency in this comparison"
+                                    if row.configuration is None else
+                                    f"no BF16 run of this configuration ({row.configuration}) with a SingleStream "
+                                    "latency in this comparison")
         elif latency is None:
             row.values["speedup"] = None
             row.notes.setdefault("speedup", "no SingleStream latency")
@@ -206,15 +246,55 @@ def markdown(rows: list[Row], caption: str) -> str:
     if numbers:
         lines.append("")
         lines += [f"[{n}] {note}" for note, n in numbers.items()]
+    if any(row.configuration for row in rows):
+        header, body = configuration_table(rows, marks)
+        lines += ["", CONFIGURATION_CAPTION, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines) + "\n"
+
+
+def configuration_columns(rows: list[Row]) -> tuple[list[str], dict[str, dict[str, int]]]:
+    """The configurations in order of first appearance, and for each schedule the row index of its run in each."""
+    columns = list(dict.fromkeys(r.configuration for r in rows if r.configuration))
+    cells: dict[str, dict[str, int]] = {}
+    for i, row in enumerate(rows):
+        cells.setdefault(row.schedule, {})[row.configuration] = i
+    return columns, cells
+
+
+CONFIGURATION_CAPTION = ("Each configuration side by side: SingleStream p90 latency, in parentheses the speedup over "
+                         "the BF16 run of the same configuration, and the GPU's joules per video (notes as numbered "
+                         "above).")
+
+
+def configuration_table(rows: list[Row], marks: dict[tuple[int, str], int]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the side-by-side table: a schedule per row, latency and energy per configuration."""
+    columns, cells = configuration_columns(rows)
+
+    def cell(i: int | None, key: str, fmt: str) -> str:
+        if i is None:
+            return "no run"
+        text = _cell(rows[i].values.get(key), fmt)
+        if key == "latency_s" and rows[i].values.get("speedup") is not None:
+            text += f" ({rows[i].values['speedup']:.2f}×)"
+        notes = [marks[(i, k)] for k in ((key, "speedup") if key == "latency_s" else (key,)) if (i, k) in marks]
+        return " ".join([text, *(f"[{n}]" for n in notes)]).strip()
+
+    header = ["Schedule"] + [f"{c}: {h}" for c in columns for h in ("latency (s)", "energy (J)")]
+    body = [[schedule, *(cell(runs.get(c), key, fmt) for c in columns
+                         for key, fmt in (("latency_s", "{:.3f}"), ("joules", "{:.0f}")))]
+            for schedule, runs in cells.items()]
+    return header, body
 
 
 def caption(rows: list[Row]) -> str:
     base = next((r.label for r in rows if r.reference), "BF16")
+    speedup = ("latency of the BF16 run of the same configuration / latency" if any(r.configuration for r in rows)
+               else f"{base} latency / latency")
     return (f"VBench per dimension and overall on the 0-100 scale (overall = mean of the six; MLPerf pass mark "
             f"{PASS_MARK}). PSNR, SSIM and LPIPS compare every 4th frame with the same frame of the {base} video of "
             "the same prompt, mean over prompts. Latency: LoadGen SingleStream 90th percentile; speedup = "
-            f"{base} latency / latency. Energy: the GPU's joules per video (NVML's counter, else nvidia-smi power "
+            f"{speedup}. Energy: the GPU's joules per video (NVML's counter, else nvidia-smi power "
             "integrated), mean over the profiled videos. Empty cells: see the numbered notes below the table.")
 
 
@@ -222,15 +302,20 @@ def write_tables(rows: list[Row], out: Path) -> dict[str, Path]:
     numbers, marks = _footnotes(rows)
     keys = [k for k, _, _ in COLUMNS]
     csv_rows = [{"schedule": r.label, "run": str(r.run.path), "role": "reference" if r.reference else "",
+                 "configuration": r.configuration,
                  **{k: (None if isinstance(r.values.get(k), str) else r.values.get(k)) for k in keys}} for r in rows]
+    columns, cells = configuration_columns(rows)
     paths = {"md": out / "compare.md", "csv": out / "compare.csv", "json": out / "compare.json"}
     store.write_text(paths["md"], markdown(rows, caption(rows)))
-    store.write_csv(paths["csv"], csv_rows, ["schedule", "run", "role", *keys])
+    store.write_csv(paths["csv"], csv_rows, ["schedule", "run", "role", "configuration", *keys])
     store.write_json(paths["json"], {
         "caption": caption(rows),
         "columns": {k: h for k, h, _ in COLUMNS},
         "rows": [{**c, "notes": {k: marks[(i, k)] for k in keys if (i, k) in marks}} for i, c in enumerate(csv_rows)],
         "footnotes": {str(n): note for note, n in numbers.items()},
+        "configurations": columns,  # each schedule's row (an index into rows) per configuration
+        "by_configuration": {schedule: {c: runs.get(c) for c in columns} for schedule, runs in cells.items()}
+                            if columns else {},
     })
     return paths
 
@@ -269,8 +354,8 @@ def plot_speedup(rows: list[Row], path: Path) -> Path:
             ax.text(0.5, 0.5, f"nothing to plot: no run has both\n{xlabel.split(' (')[0]} and a speedup",
                     ha="center", va="center", transform=ax.transAxes, fontsize=11)
         if left_out:
-            ax.text(0.01, 0.01, "not plotted (value missing): " + ", ".join(left_out), transform=ax.transAxes,
-                    fontsize=8, color="dimgray", va="bottom")
+            ax.text(0.01, 0.01, textwrap.fill("not plotted (value missing): " + "; ".join(left_out), 90),
+                    transform=ax.transAxes, fontsize=8, color="dimgray", va="bottom")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("speedup over BF16 (SingleStream p90 latency)")
         ax.grid(alpha=0.3)

@@ -112,6 +112,20 @@ class Run:
         lines = "".join(f"{p}\t{self.video_sha256(p) or '-'}\n" for p in prompts)
         return hashlib.sha256(lines.encode()).hexdigest()
 
+    def configuration(self) -> tuple[tuple[str, object], ...] | None:
+        """The run's `--compile --gemm --vae` as (key, value) pairs of `rundir.SPEED_KEYS`: from its SingleStream
+        performance summary (where the latency comes from), else the first other summary that records them; None
+        where none does."""
+        results = self.manifest.get("results") or {}
+        summaries = [(scenario, mode, summary) for scenario, modes in results.items() if isinstance(modes, dict)
+                     for mode, summary in modes.items() if isinstance(summary, dict)]
+        summaries.sort(key=lambda s: (s[0] != "SingleStream", s[1] != "performance"))
+        for _, _, summary in summaries:
+            speed = summary.get("speed")
+            if isinstance(speed, dict):
+                return tuple((key, speed.get(key)) for key in rundir.SPEED_KEYS)
+        return None
+
     def performance(self, scenario: str) -> Performance:
         """Manifest results for `scenario` (performance mode), else the LoadGen detail or summary log."""
         found = _from_manifest(self.manifest, scenario)

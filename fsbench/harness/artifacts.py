@@ -17,14 +17,12 @@ from typing import Any
 from fsbench import rundir
 from fsbench.harness import results
 
-SPEED_KEYS = ("compile", "gemm", "vae")  # of harness.speed.SpeedOptions: the ones that change the frames
-
 
 def made_with(model: str, settings: Mapping[str, Any], latent_sha256: str, schedule_spec: str, impl: str,
               speed: Mapping[str, Any] | None) -> str:
     """The digest of the settings that shape a video's pixels."""
     record = {"model": model, "settings": dict(settings), "latent": latent_sha256, "schedule": schedule_spec,
-              "impl": impl, "speed": {k: (speed or {}).get(k) for k in SPEED_KEYS}}
+              "impl": impl, "speed": {k: (speed or {}).get(k) for k in rundir.SPEED_KEYS}}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
