@@ -84,21 +84,24 @@ def _told_apart(names: list[str], runs: list[Run], keys: list | None = None) -> 
     return [f"{n} ({r.path.name})" if keys.count(k) > 1 else n for n, k, r in zip(names, keys, runs)]
 
 
+def _names(runs: list[Run]) -> tuple[list[str], list[str | None], list[str]]:
+    """Each run's label, configuration name and schedule name (unique within its configuration)."""
+    names = [FORMAT_LABELS.get(r.schedule, r.schedule) for r in runs]
+    configurations = configuration_names(runs)
+    labelled = _told_apart([f"{n} · {c}" if c else n for n, c in zip(names, configurations)], runs)
+    return labelled, configurations, _told_apart(names, runs, keys=list(zip(names, configurations)))
+
+
 def labels(runs: list[Run]) -> list[str]:
     """Schedule names as the paper writes them; the configuration added where the runs differ in it
     ("MXFP8 · BF16 GEMMs"), and the folder name where two runs still share a label."""
-    names = [FORMAT_LABELS.get(r.schedule, r.schedule) for r in runs]
-    return _told_apart([f"{n} · {c}" if c else n for n, c in zip(names, configuration_names(runs))], runs)
+    return _names(runs)[0]
 
 
 def build_rows(runs: list[Run]) -> list[Row]:
     summaries = [_read_summary(r) for r in runs]
     references = {str(Path(s["fidelity"]["reference"])) for s in summaries if s.get("fidelity", {}).get("reference")}
-    configurations = configuration_names(runs)
-    names = [FORMAT_LABELS.get(r.schedule, r.schedule) for r in runs]
-    schedules = _told_apart(names, runs, keys=list(zip(names, configurations)))  # unique within a configuration
-    rows = [Row(label, run, configuration=c, schedule=s)
-            for label, run, c, s in zip(labels(runs), runs, configurations, schedules)]
+    rows = [Row(label, run, configuration=c, schedule=s) for label, c, s, run in zip(*_names(runs), runs)]
     for row, summary in zip(rows, summaries):
         row.reference = str(row.run.path) in references or (row.run.schedule == "bf16" and "fidelity" not in summary)
         digest = row.run.videos_digest(row.run.prompts())
