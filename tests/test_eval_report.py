@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
@@ -98,6 +99,8 @@ def test_compare_table_has_paper_columns_reference_row_speedups_and_footnotes(th
     with open(out / "compare.csv") as f:
         by_schedule = {r["schedule"]: r for r in csv.DictReader(f)}
     assert by_schedule["hybrid"]["offline_sps"] == "" and by_schedule["BF16"]["role"] == "reference"
+    run = Path(by_schedule["BF16"]["run"])  # relative to the comparison, which can then be committed or moved
+    assert not run.is_absolute() and (out / run).resolve() == three_runs["bf16"].resolve()
     assert float(by_schedule["mxfp8".upper()]["speedup"]) == pytest.approx(2.0 / 1.3)
     table = json.loads((out / "compare.json").read_text())
     note = table["rows"][2]["notes"]["offline_sps"]

@@ -59,7 +59,7 @@ def write_page(run_paths: list[Path], out: Path, link: bool = False) -> Path:
         "SCRIPT": _template("page.js"),
         "DATA": json.dumps(store.encode(data), ensure_ascii=False).replace("</", "<\\/"),
         "TABLE": table_html(rows),
-        "PROVENANCE": provenance_html(rows),
+        "PROVENANCE": provenance_html(rows, out),
         "REFERENCE": html.escape(reference.label if reference else "BF16"),
         "GAIN": str(DIFF_GAIN),
     }.items():
@@ -110,7 +110,7 @@ def _configuration_html(rows: list[report.Row], marks: dict[tuple[int, str], int
             f"<table id='configurations'><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table></div>")
 
 
-def provenance_html(rows: list[report.Row]) -> str:
+def provenance_html(rows: list[report.Row], out: Path) -> str:
     """Where each column came from: run folder, commit, device, preset, schedule and the commands run into it."""
     items = []
     for row in rows:
@@ -119,7 +119,7 @@ def provenance_html(rows: list[report.Row]) -> str:
         settings = row.run.settings
         size = "x".join(str(settings.get(k, "?")) for k in ("height", "width"))
         facts = [
-            ("run", str(row.run.path)),
+            ("run", report.relative_to(row.run.path, out)),
             ("commit", m.get("git_commit") or "not recorded"),
             ("device", (m.get("device") or {}).get("name") or "not recorded"),
             ("model", m.get("model")),
@@ -168,7 +168,7 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
             frames = read_frames(source)[0]
             stem = f"p{p_index:03d}-c{c_index:02d}"
             if link:
-                video = Path(os.path.relpath(source, out)).as_posix()
+                video = report.relative_to(source, out)
             else:
                 video = f"{VIDEO_DIR}/{stem}.mp4"
                 write_video(out / video, _even(frames), fps=_fps([row.run]))

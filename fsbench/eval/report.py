@@ -8,6 +8,7 @@ and a second table puts each schedule's configurations side by side (the latency
 from __future__ import annotations
 
 import math
+import os
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,11 +302,16 @@ def caption(rows: list[Row]) -> str:
             "integrated), mean over the profiled videos. Empty cells: see the numbered notes below the table.")
 
 
+def relative_to(path: Path, out: Path) -> str:
+    """A run folder as seen from the comparison's folder, so a committed or copied comparison still points at it."""
+    return Path(os.path.relpath(path.resolve(), out.resolve())).as_posix()
+
+
 def write_tables(rows: list[Row], out: Path) -> dict[str, Path]:
     numbers, marks = _footnotes(rows)
     keys = [k for k, _, _ in COLUMNS]
-    csv_rows = [{"schedule": r.label, "run": str(r.run.path), "role": "reference" if r.reference else "",
-                 "configuration": r.configuration,
+    csv_rows = [{"schedule": r.label, "run": relative_to(r.run.path, out),
+                 "role": "reference" if r.reference else "", "configuration": r.configuration,
                  **{k: (None if isinstance(r.values.get(k), str) else r.values.get(k)) for k in keys}} for r in rows]
     columns, cells = configuration_columns(rows)
     paths = {"md": out / "compare.md", "csv": out / "compare.csv", "json": out / "compare.json"}
