@@ -89,7 +89,7 @@ def apply(pipe: Any, schedule: str | Schedule = "hybrid", impl: str = "auto", *,
     """Route every self-attention of a diffusers Wan pipeline through the Fused-Softmax kernels by `schedule`.
 
     `schedule`: a built-in name (`fsbench schedules`), a .toml file, a spec such as 'mxfp6:first15%,last15%;mxfp4:*'
-    or a parsed `Schedule`; `impl`: the kernel for the MX formats (auto: Gluon/Triton on an H200, else the emulator);
+    or a parsed `Schedule`; `impl`: the kernel for the MX formats (auto: Gluon/Triton on sm_90, else the emulator);
     `capture`: record every call's statistics in the handle (each call then waits for the GPU); `steps`: the step
     count the schedule is checked against now [default: the pipeline's default, 50], each call still resolving it
     for its own `num_inference_steps`. Also registers the kernels as diffusers attention backends where diffusers

@@ -118,7 +118,7 @@ def _need_hopper() -> str:
     import torch
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        raise click.UsageError("this command runs the Hopper kernels and needs an sm_90 CUDA GPU (an H200); "
+        raise click.UsageError("this command runs the Hopper kernels and needs an sm_90 CUDA GPU (H100 or H200); "
                                "none is visible here")
     return torch.cuda.get_device_name()
 
@@ -145,7 +145,7 @@ def bench(shapes: tuple[tuple[int, int, int, int], ...], row_names: str, list_ro
           emulate: bool, json_path: Path | None, md_path: Path | None, clock_seconds: float, interleave: bool,
           sweep: bool) -> None:
     """TFLOP/s and accuracy of SDPA, cuDNN FP8, SageAttention2, FlashAttention-3 FP8, the conventional FP8 and the
-    fused Triton and Gluon kernels, and the GEMM-only skeleton (needs an H200)."""
+    fused Triton and Gluon kernels, and the GEMM-only skeleton (needs an sm_90 GPU: H100 or H200)."""
     from fsbench.kernels.tools import bench as kbench
     from fsbench.kernels.tools import sweep as ksweep
 
@@ -234,7 +234,7 @@ def plot_sweep(json_path: Path, png: Path) -> None:
               help="which kernel to check")
 @click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the rows as JSON here")
 def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None:
-    """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an H200)."""
+    """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an sm_90 GPU)."""
     from fsbench.kernels.tools import check as kcheck
 
     header = provenance(_need_hopper())

@@ -47,8 +47,8 @@ _generation = _options_decorator([
     click.option("--steps", type=cli_types.int_range(1, cli_types.MAX_STEPS),
                  help="Override the preset's denoising steps."),
     click.option("--impl", type=click.Choice(registry.RUN_CHOICES), default=registry.AUTO,
-                 show_default=True, help="Kernel for the MX formats (bf16 always uses SDPA; auto: Gluon on an H200 "
-                 "at head dim 128, else Triton there, the emulator elsewhere)."),
+                 show_default=True, help="Kernel for the MX formats (bf16 always uses SDPA; auto: Gluon on sm_90 at "
+                 "head dim 128, else Triton there, the emulator elsewhere)."),
     click.option("--system", type=cli_types.NAME, help="System name in the log layout [default: <device>-<model>]."),
     click.option("--compile", "compile_blocks", is_flag=True,
                  help="torch.compile the repeated transformer blocks, self-attention inside the graphs."),
