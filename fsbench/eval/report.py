@@ -303,7 +303,8 @@ def caption(rows: list[Row]) -> str:
 
 
 def relative_to(path: Path, out: Path) -> str:
-    """A run folder as seen from the comparison's folder, so a committed or copied comparison still points at it."""
+    """`path` (a run folder or one of its videos) as seen from the comparison's folder, so a committed or copied
+    comparison still points at it."""
     return Path(os.path.relpath(path.resolve(), out.resolve())).as_posix()
 
 
