@@ -589,16 +589,24 @@ def _step_smem(turn: Turn, j, state: State, tiles: Tiles, ring: Ring, cfg: Confi
 
 
 @gluon.jit
+def _own_sum(sums):
+    """The all-ones MMA's [M, 8] output, each column a row sum of P -> [M, 4], every thread of a quad its own copy:
+    no shuffle and no add, where summing one column over the quad took 5 instructions per row and tile."""
+    return gl.max(gl.reshape(sums, [sums.shape[0], sums.shape[1] // 2, 2]), 2)
+
+
+@gluon.jit
 def _retire(state: State, ring: Ring, tile, RESCALE: gl.constexpr):
     """Wait for tile `tile`'s PV and row-sum GEMMs (fused policy), free its ring slot, fold them into O and l;
-    returns (O, l)."""
+    returns (O, l), l per (row, thread of the quad) as `_own_sum` gives it."""
     pv, sums = warpgroup_mma_wait(num_outstanding=0, deps=(state.pv, state.sums))
     ring.release(tile)
     acc = _accumulate(state.acc, pv, state.o_scale, state.alpha_o, RESCALE)
-    sum_layout: gl.constexpr = sums.type.layout
-    is_col0 = gl.expand_dims(gl.arange(0, sums.shape[1], gl.SliceLayout(0, sum_layout)), 0) == 0
-    row_sum = _rows_as(gl.sum(gl.where(is_col0, sums, 0.0), 1), acc)
-    l_i = state.l_i * state.alpha_o + row_sum * state.sum_scale
+    row_sum = _own_sum(sums)  # l is kept per (row, thread of the quad) too, in its layout
+    rows_q: gl.constexpr = gl.SliceLayout(1, state.l_i.type.layout)
+    alpha_o = gl.expand_dims(gl.convert_layout(state.alpha_o, rows_q, assert_trivial=True), 1)
+    sum_scale = gl.expand_dims(gl.convert_layout(state.sum_scale, rows_q, assert_trivial=True), 1)
+    l_i = state.l_i * alpha_o + row_sum * sum_scale
     return acc, l_i
 
 
@@ -631,7 +639,10 @@ def _math(turn: Turn, q_smem, p_smem, ring: Ring, ones_smem, q_scale_ptr, k_scal
     o_scale = gl.zeros([HALF], gl.float32, row_layout)
     sum_scale = gl.zeros([HALF], gl.float32, row_layout)
     alpha_o = gl.full([HALF], 1.0, gl.float32, row_layout)
-    l_i = gl.zeros([HALF], gl.float32, row_layout)
+    if cfg.FUSED:  # l per (row, thread of the quad), as `_retire` keeps it
+        l_i = gl.zeros_like(_own_sum(sums))
+    else:
+        l_i = gl.zeros([HALF], gl.float32, row_layout)
     m_i = gl.full([HALF], float("-inf"), gl.float32, row_layout)
     c_i = gl.zeros([HALF], gl.float32, row_layout)
     # tile 0's state: `state` itself cannot hold it, a GEMM in flight is not a tensor
@@ -645,6 +656,7 @@ def _math(turn: Turn, q_smem, p_smem, ring: Ring, ones_smem, q_scale_ptr, k_scal
         state = _step(turn, N_KT - 1, state, tiles, ring, cfg, False, True, False)
     if cfg.FUSED:
         acc, l_i = _retire(state, ring, N_KT - 1, cfg.GATE)
+        l_i = _rows_as(gl.max(l_i, 1), acc)  # the quad's four copies are equal
     else:
         acc = _accumulate(state.acc, state.pv, state.o_scale, state.alpha_o, True)
         l_i = state.l_i
@@ -689,10 +701,9 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     ones_layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
     # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, results/log/)
     SUM_N: gl.constexpr = 8
-    # the row-sum MMA's B: column 0 all ones, built from E4M3 bit patterns (0x38 = 1.0): ptxas 12.8 folds a
-    # converted pair duplicated into one register into an F2FP that merges in an unrelated register
-    ones = gl.where(gl.expand_dims(gl.arange(0, SUM_N, gl.SliceLayout(1, ones_layout)), 1) == 0, 0x38, 0)
-    ones = _broadcast_to(ones.to(gl.int8), [SUM_N, BN]).to(gl.float8e4nv, bitcast=True)
+    # the row-sum MMA's B, all ones (E4M3 bit pattern 0x38 = 1.0): every column of its output is the row sum, so
+    # each thread reads the sum from its own registers (`_own_sum`)
+    ones = gl.full([SUM_N, BN], 0x38, gl.int8, ones_layout).to(gl.float8e4nv, bitcast=True)
     ones_smem = gl.allocate_shared_memory(gl.float8e4nv, [SUM_N, BN],
                                           gl.NVMMASharedLayout.get_default_for([SUM_N, BN], gl.float8e4nv), ones)
     fence_async_shared()
