@@ -119,8 +119,9 @@ def _total(counts: collections.Counter) -> int:
 
 
 def main_loop(sass: str) -> list[str]:
-    """The backward-branch body with the most QGMMAs (shortest on ties) that holds no EXIT: the key-tile
-    loop (the out-of-line barrier-wait trampolines past the EXIT also branch backwards)."""
+    """The key-tile loop: the shortest backward-branch body that holds a QGMMA and no EXIT (in the Gluon kernel
+    each math warpgroup has its own, of a few instructions' difference; the longer bodies around them are the
+    kernel's outer regions and the out-of-line barrier-wait trampolines)."""
     lines = sass.splitlines()
     addr = {}
     for i, line in enumerate(lines):
@@ -129,21 +130,31 @@ def main_loop(sass: str) -> list[str]:
             addr[int(m.group(1), 16)] = i
     best: list[str] = []
     for i, line in enumerate(lines):
-        m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?BRA\s+(?:`\(\.L_x_\d+\)\s*)?(0x[0-9a-f]+)?", line)
-        if not m:
+        if not re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?BRA\b", line):
             continue
         target = re.search(r"0x([0-9a-f]+)", line.split("BRA", 1)[1])
-        if not target:
+        start = addr.get(int(target.group(1), 16)) if target else None
+        if start is None or start >= i:
             continue
-        start = addr.get(int(target.group(1), 16))
-        if start is not None and start < i:
-            body = lines[start:i + 1]
-            if any("EXIT" in b for b in body):
-                continue
-            key = (sum("QGMMA" in b for b in body), -len(body))
-            if key > (sum("QGMMA" in b for b in best), -len(best)):
-                best = body
+        body = [b for b in lines[start:i + 1] if re.search(r"/\*[0-9a-f]{4,}\*/\s+\S", b)]
+        if any("EXIT" in b for b in body) or not any("QGMMA" in b for b in body):
+            continue
+        if not best or len(body) < len(best):
+            best = body
     return best
+
+
+def skippable(loop: list[str]) -> int:
+    """Instructions of the loop that a forward branch to a target inside the loop jumps over (the O rescale a warp
+    skips when no row of it rolled back): the loop's count less these is what such a warp issues per key tile."""
+    addr = [int(re.search(r"/\*([0-9a-f]{4,})\*/", line).group(1), 16) for line in loop]
+    skipped = 0
+    for i, line in enumerate(loop):
+        m = re.search(r"@!?P\w+\s+BRA\s+(?:`\(\.L_x_\d+\)\s*)?0x([0-9a-f]+)", line)
+        target = int(m.group(1), 16) if m else -1
+        if addr[i] < target <= addr[-1]:
+            skipped += sum(addr[i] < a < target for a in addr)
+    return skipped
 
 
 @click.command(help=__doc__)
@@ -175,7 +186,7 @@ def main(engine: str, out: str, block_m: str, stages: int, max_registers: int | 
         for scope, counts in (("kernel", opcodes(sass.splitlines())), ("loop", opcodes(loop))):
             print(f"{name:<22} {scope:<6} " + " ".join(f"{counts.get(c, 0):>6}" for c in COUNTED))
         print(f"{'':<22} {resource_usage(out, name)} shared={kernel.metadata.shared} "
-              f"loop_instructions={_total(opcodes(loop))} kernel_instructions={_total(opcodes(sass.splitlines()))}")
+              f"loop_instructions={_total(opcodes(loop))} (skippable {skippable(loop)}) kernel_instructions={_total(opcodes(sass.splitlines()))}")
         if "QGMMA" not in sass:
             print(f"{name}: no QGMMA (FP8 wgmma) in the SASS", file=sys.stderr)
             ok = False
