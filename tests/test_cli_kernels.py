@@ -129,9 +129,9 @@ def test_the_skeleton_row_prints_its_speed_and_clock_with_blank_error_columns():
     from fsbench.kernels.tools.bench import format_markdown, format_table
 
     row = {"row": "skeleton-fp8", "shape": [1, 40, 75600, 128], "median_ms": 110.0, "tflops": 1070.0,
-           "rel_err_pct": None, "cosine": None, "x_cudnn": 1.8, "x_conventional": None,
+           "rel_err_pct": None, "cosine": None, "x_cudnn": 1.8, "x_cudnn_fp8": 1.34, "x_conventional": None,
            "back_to_back": {"tflops": 1095.0, "clock_mhz": 1620.0, "power_w": 690.0}}
     md = format_markdown([row]).splitlines()[-1]
-    assert md.startswith("| (1, 40, 75600, 128) | skeleton-fp8 | 110.00 | 1070.0 | 1.80 |  |  |  |")
+    assert md.startswith("| (1, 40, 75600, 128) | skeleton-fp8 | 110.00 | 1070.0 | 1.80 | 1.34 |  |  |  |")
     assert md.endswith("| 1095.0 | 1620 | 690 |  |")  # no TFLOP/J without it in the hold
     assert "skeleton-fp8" in format_table([row]) and "None" not in format_table([row])

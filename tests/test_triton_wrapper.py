@@ -103,17 +103,25 @@ def test_unknown_kernels_and_gluon_head_dim_64_are_refused():
         triton_attention(*_bhsd(d=64), "mxfp8", kernel=GLUON_KERNEL)
 
 
-def test_bench_ratios_compare_each_engine_with_its_own_conventional_kernel():
+def test_bench_ratios_compare_each_row_with_the_baselines_of_its_own_shape():
     from fsbench.kernels.tools.bench import add_ratios
 
-    measured = {"sdpa-cudnn-bf16": 500.0, "triton-conventional-fp8": 750.0, "triton-fused-mxfp8": 825.0,
-                "gluon-conventional-fp8": 600.0, "gluon-fused-mxfp6": 660.0}
-    rows = add_ratios([{"row": name, "tflops": tflops} for name, tflops in measured.items()])
-    by = {r["row"]: r for r in rows}
-    assert by["triton-fused-mxfp8"]["x_conventional"] == pytest.approx(1.1)
-    assert by["gluon-fused-mxfp6"]["x_conventional"] == pytest.approx(1.1)
-    assert by["gluon-fused-mxfp6"]["x_cudnn"] == pytest.approx(1.32)
-    assert by["sdpa-cudnn-bf16"]["x_conventional"] is None
+    measured = {"sdpa-cudnn-bf16": 500.0, "cudnn-fp8": 800.0, "triton-conventional-fp8": 750.0,
+                "triton-fused-mxfp8": 825.0, "gluon-conventional-fp8": 600.0, "gluon-fused-mxfp6": 660.0}
+    small, large = [1, 24, 32768, 128], [1, 40, 75600, 128]
+    rows = add_ratios([{"row": name, "shape": small, "tflops": tflops} for name, tflops in measured.items()]
+                      + [{"row": "cudnn-fp8", "shape": large, "tflops": 600.0},
+                         {"row": "gluon-fused-mxfp6", "shape": large, "tflops": 690.0}])
+    by = {(r["row"], tuple(r["shape"])): r for r in rows}
+    at_small = {name: by[(name, tuple(small))] for name in measured}
+    assert at_small["triton-fused-mxfp8"]["x_conventional"] == pytest.approx(1.1)
+    assert at_small["gluon-fused-mxfp6"]["x_conventional"] == pytest.approx(1.1)
+    assert at_small["gluon-fused-mxfp6"]["x_cudnn"] == pytest.approx(1.32)
+    assert at_small["gluon-fused-mxfp6"]["x_cudnn_fp8"] == pytest.approx(0.825)
+    assert at_small["sdpa-cudnn-bf16"]["x_conventional"] is None
+    # the other shape has no BF16 or conventional row of its own: those ratios stay blank, not borrowed
+    other = by[("gluon-fused-mxfp6", tuple(large))]
+    assert other["x_cudnn_fp8"] == pytest.approx(1.15) and other["x_cudnn"] is None and other["x_conventional"] is None
     assert add_ratios([{"row": "gluon-fused-mxfp8", "tflops": 1.0}])[0]["x_conventional"] is None
 
 

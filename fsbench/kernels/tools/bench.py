@@ -228,14 +228,17 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
 
 
 def add_ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """x_cudnn against the SDPA cuDNN row; x_conventional against the conventional FP8 row of the same
-    engine (None where that baseline was not measured)."""
-    base = next((r["tflops"] for r in results if r["row"] == "sdpa-cudnn-bf16"), None)
-    conv = {engine_of(r["row"]): r["tflops"] for r in results if r["row"].endswith("-conventional-fp8")}
+    """x_cudnn against the SDPA cuDNN (BF16) row, x_cudnn_fp8 against the cudnn-fp8 row and x_conventional
+    against the conventional FP8 row of the same engine, each at the same shape (None where that baseline was
+    not measured)."""
+    tflops = {(r["row"], tuple(r.get("shape") or ())): r["tflops"] for r in results}
     for r in results:
-        r["x_cudnn"] = r["tflops"] / base if base else None
-        own = conv.get(engine_of(r["row"]))
-        r["x_conventional"] = r["tflops"] / own if own else None
+        engine = engine_of(r["row"])
+        conventional = f"{engine}-conventional-fp8" if engine else None
+        for key, baseline in (("x_cudnn", "sdpa-cudnn-bf16"), ("x_cudnn_fp8", "cudnn-fp8"),
+                              ("x_conventional", conventional)):
+            own = tflops.get((baseline, tuple(r.get("shape") or ())))
+            r[key] = r["tflops"] / own if own else None
     return results
 
 
@@ -250,14 +253,14 @@ def _num(value: float | None, digits: int) -> str:
 
 
 def format_table(results: list[dict[str, Any]]) -> str:
-    head = (f"{'shape':<20} {'row':<24} {'ms':>8} {'TFLOP/s':>8} {'x cuDNN':>8} {'x conv':>7} {'err %':>7} "
-            f"{'cosine':>8} {'emu err %':>9}")
+    head = (f"{'shape':<20} {'row':<24} {'ms':>8} {'TFLOP/s':>8} {'x bf16':>7} {'x fp8':>6} {'x conv':>7} "
+            f"{'err %':>7} {'cosine':>8} {'emu err %':>9}")
     lines = [head, "-" * len(head)]
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"{str(tuple(r['shape'])):<20} {r['row']:<24} {r['median_ms']:>8.2f} {r['tflops']:>8.1f} "
-                     f"{_ratio(r.get('x_cudnn')):>8} {_ratio(r.get('x_conventional')):>7} "
-                     f"{_num(r['rel_err_pct'], 3):>7} "
+                     f"{_ratio(r.get('x_cudnn')):>7} {_ratio(r.get('x_cudnn_fp8')):>6} "
+                     f"{_ratio(r.get('x_conventional')):>7} {_num(r['rel_err_pct'], 3):>7} "
                      f"{_num(r['cosine'], 5):>8} {'' if emu is None else f'{emu:.3f}':>9}")
     return "\n".join(lines)
 
@@ -278,13 +281,15 @@ def _held(r: dict[str, Any]) -> str:
 
 def format_markdown(results: list[dict[str, Any]]) -> str:
     clocks = any("back_to_back" in r for r in results)
-    head = "| shape | row | median ms | TFLOP/s | x cuDNN | x conventional | rel err % | cosine | emulator rel err % |"
+    head = ("| shape | row | median ms | TFLOP/s | x cuDNN BF16 | x cuDNN FP8 | x conventional | rel err % | cosine "
+            "| emulator rel err % |")
     lines = [head + (" back to back TFLOP/s | MHz | W | TFLOP/J |" if clocks else ""),
              "|---" * (head.count("|") - 1 + 4 * clocks) + "|"]
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
-                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_conventional'))} | {_num(r['rel_err_pct'], 3)} | "
+                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_cudnn_fp8'))} | {_ratio(r.get('x_conventional'))} | "
+                     f"{_num(r['rel_err_pct'], 3)} | "
                      f"{_num(r['cosine'], 5)} | {'' if emu is None else f'{emu:.3f}'} |"
                      + (f" {_held(r)} |" if clocks else ""))
     return "\n".join(lines)

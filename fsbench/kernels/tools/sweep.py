@@ -61,13 +61,4 @@ def bench_interleaved(shape: tuple[int, int, int, int], selected: list[bench.Row
         results.append(result)
     del inputs, own, ref
     torch.cuda.empty_cache()
-    return add_cudnn_fp8_ratio(bench.add_ratios(results))
-
-
-def add_cudnn_fp8_ratio(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """x_cudnn_fp8: each row's TFLOP/s over the cudnn-fp8 row's at the same shape (None where not measured)."""
-    base = {tuple(r["shape"]): r["tflops"] for r in results if r["row"] == "cudnn-fp8"}
-    for r in results:
-        own = base.get(tuple(r["shape"]))
-        r["x_cudnn_fp8"] = r["tflops"] / own if own else None
-    return results
+    return bench.add_ratios(results)
