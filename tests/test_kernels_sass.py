@@ -76,3 +76,14 @@ def test_gluon_skeleton_keeps_both_fp8_gemms_and_the_schedule_and_drops_the_soft
     assert re.findall(r"BAR\.ARV (0x[89]), 0x100", sass) and "MUFU.EX2" not in sass
     assert count(loop)["FMNMX"] < count(fused_loop)["FMNMX"] and count(loop)["FADD"] < count(fused_loop)["FADD"]
     assert sass_tool._total(count(loop)) < 0.85 * sass_tool._total(count(fused_loop))
+
+
+def test_the_loop_count_names_the_key_tile_loop_and_the_rescale_a_warp_skips(sass_tool, gluon_fused_sass):
+    """`sass_qgmma` counts one math warpgroup's key-tile loop: its QK, PV and row-sum QGMMAs (4 k-steps each), with
+    the O rescale's multiplies behind the warp vote's branch as the instructions a warp may skip."""
+    from fsbench.kernels.hopper import gluon_fused
+
+    loop = sass_tool.main_loop(gluon_fused_sass)
+    assert sass_tool.opcodes(loop)["QGMMA"] == 12
+    assert sass_tool.skippable(loop) == gluon_fused._RESCALE_N
+    assert sum("VOTE.ANY" in line for line in loop) == 1
