@@ -118,25 +118,34 @@ def _total(counts: collections.Counter) -> int:
     return sum(n for op, n in counts.items() if not op.startswith("MUFU."))
 
 
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+\S")  # an instruction line: its address, then its text
+_BRANCH = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?BRA\b[^;]*?0x([0-9a-f]+)")
+
+
+def _address(line: str) -> int | None:
+    m = _INSTRUCTION.search(line)
+    return int(m.group(1), 16) if m else None
+
+
+def _branch(line: str) -> tuple[int, bool] | None:
+    """A branch's target address and whether it is predicated; None for any other line."""
+    m = _BRANCH.search(line)
+    return (int(m.group(2), 16), bool(m.group(1))) if m else None
+
+
 def main_loop(sass: str) -> list[str]:
     """The key-tile loop: the shortest backward-branch body that holds a QGMMA and no EXIT (in the Gluon kernel
     each math warpgroup has its own, of a few instructions' difference; the longer bodies around them are the
     kernel's outer regions and the out-of-line barrier-wait trampolines)."""
-    lines = sass.splitlines()
-    addr = {}
-    for i, line in enumerate(lines):
-        m = re.search(r"/\*([0-9a-f]{4,})\*/", line)
-        if m:
-            addr[int(m.group(1), 16)] = i
+    lines = [line for line in sass.splitlines() if _address(line) is not None]
+    index = {_address(line): i for i, line in enumerate(lines)}
     best: list[str] = []
     for i, line in enumerate(lines):
-        if not re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?BRA\b", line):
-            continue
-        target = re.search(r"0x([0-9a-f]+)", line.split("BRA", 1)[1])
-        start = addr.get(int(target.group(1), 16)) if target else None
+        branch = _branch(line)
+        start = index.get(branch[0]) if branch else None
         if start is None or start >= i:
             continue
-        body = [b for b in lines[start:i + 1] if re.search(r"/\*[0-9a-f]{4,}\*/\s+\S", b)]
+        body = lines[start:i + 1]
         if any("EXIT" in b for b in body) or not any("QGMMA" in b for b in body):
             continue
         if not best or len(body) < len(best):
@@ -147,13 +156,12 @@ def main_loop(sass: str) -> list[str]:
 def skippable(loop: list[str]) -> int:
     """Instructions of the loop that a forward branch to a target inside the loop jumps over (the O rescale a warp
     skips when no row of it rolled back): the loop's count less these is what such a warp issues per key tile."""
-    addr = [int(re.search(r"/\*([0-9a-f]{4,})\*/", line).group(1), 16) for line in loop]
+    addr = [_address(line) for line in loop]
     skipped = 0
-    for i, line in enumerate(loop):
-        m = re.search(r"@!?P\w+\s+BRA\s+(?:`\(\.L_x_\d+\)\s*)?0x([0-9a-f]+)", line)
-        target = int(m.group(1), 16) if m else -1
-        if addr[i] < target <= addr[-1]:
-            skipped += sum(addr[i] < a < target for a in addr)
+    for here, line in zip(addr, loop):
+        branch = _branch(line)
+        if branch and branch[1] and here < branch[0] <= addr[-1]:
+            skipped += sum(here < a < branch[0] for a in addr)
     return skipped
 
 
@@ -186,7 +194,8 @@ def main(engine: str, out: str, block_m: str, stages: int, max_registers: int | 
         for scope, counts in (("kernel", opcodes(sass.splitlines())), ("loop", opcodes(loop))):
             print(f"{name:<22} {scope:<6} " + " ".join(f"{counts.get(c, 0):>6}" for c in COUNTED))
         print(f"{'':<22} {resource_usage(out, name)} shared={kernel.metadata.shared} "
-              f"loop_instructions={_total(opcodes(loop))} (skippable {skippable(loop)}) kernel_instructions={_total(opcodes(sass.splitlines()))}")
+              f"loop_instructions={_total(opcodes(loop))} (skippable {skippable(loop)}) "
+              f"kernel_instructions={_total(opcodes(sass.splitlines()))}")
         if "QGMMA" not in sass:
             print(f"{name}: no QGMMA (FP8 wgmma) in the SASS", file=sys.stderr)
             ok = False

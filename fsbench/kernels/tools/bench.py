@@ -233,11 +233,11 @@ def add_ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     not measured)."""
     tflops = {(r["row"], tuple(r.get("shape") or ())): r["tflops"] for r in results}
     for r in results:
-        engine = engine_of(r["row"])
+        shape, engine = tuple(r.get("shape") or ()), engine_of(r["row"])
         conventional = f"{engine}-conventional-fp8" if engine else None
         for key, baseline in (("x_cudnn", "sdpa-cudnn-bf16"), ("x_cudnn_fp8", "cudnn-fp8"),
                               ("x_conventional", conventional)):
-            own = tflops.get((baseline, tuple(r.get("shape") or ())))
+            own = tflops.get((baseline, shape))
             r[key] = r["tflops"] / own if own else None
     return results
 
@@ -288,8 +288,8 @@ def format_markdown(results: list[dict[str, Any]]) -> str:
     for r in results:
         emu = r.get("emulator_rel_err_pct")
         lines.append(f"| {tuple(r['shape'])} | {r['row']} | {r['median_ms']:.2f} | {r['tflops']:.1f} | "
-                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_cudnn_fp8'))} | {_ratio(r.get('x_conventional'))} | "
-                     f"{_num(r['rel_err_pct'], 3)} | "
+                     f"{_ratio(r.get('x_cudnn'))} | {_ratio(r.get('x_cudnn_fp8'))} | "
+                     f"{_ratio(r.get('x_conventional'))} | {_num(r['rel_err_pct'], 3)} | "
                      f"{_num(r['cosine'], 5)} | {'' if emu is None else f'{emu:.3f}'} |"
                      + (f" {_held(r)} |" if clocks else ""))
     return "\n".join(lines)
