@@ -19,6 +19,9 @@ Clock: under the power cap a kernel runs at the clock its power draw allows, so 
 the pipeline than on the bench without any overhead. nvidia-smi samples the SM clock and power every 50 ms
 (`harness.gpu_clock`); an event recorded right after a device sync maps the CUDA events onto the samples' time, and
 each sample counts for self-attention or for the rest of the denoising loop by when it was taken.
+
+Memory: beside each video's peak (torch.cuda.max_memory_allocated), the memory held when it starts and the peak
+of each phase (`MEMORY_PHASES`) say what a smaller card would have to do without.
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ PARTS = ("self_attention", "cross_attention", "gemm")
 JSON_NAME, TABLE_NAME = "profile.json", "profile.md"
 CLOCK_SAMPLE_MS = 50
 CLOCK_PARTS = ("self_attention", "rest_of_loop")
+MEMORY_PHASES = ("text_encode", "denoise", "vae_decode", "postprocess_and_encode")  # in the order they end
 
 
 class Clock:
@@ -80,18 +84,42 @@ class Clock:
 
 
 class GpuPeak:
-    """Peak GPU memory of each video: torch.cuda.max_memory_allocated, reset before the video; None on a CPU."""
+    """Peak GPU memory of each video: torch.cuda.max_memory_allocated, reset before the video; None on a CPU.
+
+    The profiler also ends phases (`end_phase`): each phase's peak, beside the memory held when a video starts
+    (weights), says which part of a video must shrink for it to fit a smaller card."""
 
     def __init__(self) -> None:
         self.bytes: int | None = None  # the largest peak of any video so far
+        self.held: int | None = None  # the most memory allocated when a video started
+        self.phases: dict[str, int] = {}  # the largest peak of each phase in any video so far
+        self._top = 0  # the current video's peak over the phases already ended
+
+    @staticmethod
+    def _cuda() -> bool:
+        return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+    def end_phase(self, name: str) -> None:
+        """The peak since the last phase ended (or the video started) belongs to `name`; the next phase starts."""
+        if not self._cuda():
+            return
+        peak = torch.cuda.max_memory_allocated()
+        self.phases[name] = max(self.phases.get(name, 0), peak)
+        self._top = max(self._top, peak)
+        torch.cuda.reset_peak_memory_stats()
 
     @contextlib.contextmanager
-    def video(self, record: dict[str, Any] | None = None) -> Iterator[None]:
-        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    def video(self, record: dict[str, Any] | None = None, last_phase: str | None = None) -> Iterator[None]:
+        """Around one video; `last_phase` names what runs after the last `end_phase` (None: no phases)."""
+        cuda = self._cuda()
+        self._top = 0
         if cuda:
+            self.held = max(self.held or 0, torch.cuda.memory_allocated())
             torch.cuda.reset_peak_memory_stats()
         yield
-        peak = torch.cuda.max_memory_allocated() if cuda else None
+        if cuda and last_phase is not None:
+            self.end_phase(last_phase)
+        peak = max(self._top, torch.cuda.max_memory_allocated()) if cuda else None
         if peak is not None:
             self.bytes = max(self.bytes or 0, peak)
         if record is not None:
@@ -155,6 +183,7 @@ class Profiler:
 
         def post(mod: nn.Module, args: Any, out: Any) -> None:
             self._regions[name].append((self._open.pop(id(mod)), self.clock.mark()))
+            self.peak.end_phase(name)
 
         self._undo += [module.register_forward_pre_hook(pre).remove, module.register_forward_hook(post).remove]
 
@@ -203,8 +232,11 @@ class Profiler:
             start = self.clock.mark()
             if name == "vae_decode":
                 self.end_denoising(start)
+                self.peak.end_phase("denoise")
             out = original(*args, **kwargs)
             self._regions[name].append((start, self.clock.mark()))
+            if name == "vae_decode":
+                self.peak.end_phase(name)
             return out
 
         setattr(owner, method, timed)
@@ -244,7 +276,8 @@ class Profiler:
         self._reset()
         wall = time.perf_counter()
         memory: dict[str, Any] = {}
-        with self.energy.window() as window, self.peak.video(memory), self._clock_samples() as samples:
+        with (self.energy.window() as window, self.peak.video(memory, MEMORY_PHASES[-1]),
+              self._clock_samples() as samples):
             self._window = window
             self.anchor = self.clock.anchor()
             start = window.mark()
@@ -325,6 +358,9 @@ class Profiler:
         out["clock"] = clock_summary(self.videos)
         out["energy"] = energy_summary(self.videos, self.energy.describe())
         out["peak_gpu_memory_bytes"] = self.peak.bytes
+        out["gpu_memory_held_bytes"] = self.peak.held
+        out["peak_gpu_memory_by_phase_bytes"] = {p: self.peak.phases[p] for p in MEMORY_PHASES
+                                                 if p in self.peak.phases}
         named = sum(out[p] for p in phases[:-1])
         out["unattributed_s"] = out["wall_s"] - named
         if loadgen and "latency_mean_ns" in loadgen:
@@ -355,7 +391,7 @@ def format_table(summary: dict[str, Any]) -> str:
     lines.append(f"| video (wall) | {wall:.4f} | 100% |")
     if summary.get("peak_gpu_memory_bytes") is not None:
         lines += ["", f"Peak GPU memory of one video: {summary['peak_gpu_memory_bytes'] / 2**30:.2f} GiB "
-                      "(torch.cuda.max_memory_allocated)"]
+                      "(torch.cuda.max_memory_allocated)" + _memory_split(summary)]
     if "loadgen_overhead_s" in summary:
         lines.append(f"| LoadGen overhead (latency - wall) | {summary['loadgen_overhead_s']:.4f} | "
                      f"{summary['loadgen_overhead_s'] / summary['loadgen_latency_mean_s']:.2%} |")
@@ -371,6 +407,16 @@ def format_table(summary: dict[str, Any]) -> str:
         lines.append(f"| {fmt} | {row['steps']} | {row['total_s']:.4f} | {cells} | {row['self_attention_share']:.1%} | "
                      f"{'' if call is None else f'{call:.2f}'} |")
     return "\n".join(lines + [""] + _clock_lines(summary.get("clock")) + _energy_lines(summary["energy"]))
+
+
+def _memory_split(summary: dict[str, Any]) -> str:
+    """What the video's peak is made of: the memory held when it started, and the peak of each phase."""
+    phases = summary.get("peak_gpu_memory_by_phase_bytes") or {}
+    if summary.get("gpu_memory_held_bytes") is None or not phases:
+        return ""
+    peaks = ", ".join(f"{name} {value / 2**30:.2f}" for name, value in phases.items())
+    held = summary["gpu_memory_held_bytes"] / 2**30
+    return f"; held when the video starts {held:.2f} GiB, peak by phase: {peaks} GiB"
 
 
 def clock_summary(videos: list[dict[str, Any]]) -> dict[str, Any] | None:
