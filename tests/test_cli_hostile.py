@@ -91,6 +91,8 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["sweep", "--out", out, "--system", "a/b"], "--system"),
         (["run", "--out", out, *SMALL, "--prompts", str(files["non-utf8.txt"])], "non-utf8.txt"),
         (["run", "--out", out, *SMALL, "--latent", str(files["garbage.pt"])], "garbage.pt"),
+        (["run", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
+        (["sweep", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
         (["run", "--out", out, *SMALL, "--schedule", str(tmp / "missing.toml")], "missing.toml"),
         (["run", "--out", out, *SMALL, "--schedule", "mxfp4:" + ",".join(["0"] * 200) + ",99"], "99"),
         (["sweep", "--out", out, *SMALL, "--schedules", f"bf16,{long_name}"], long_name[:40]),

@@ -201,3 +201,22 @@ def test_runs_of_two_configurations_get_speedups_within_each_and_a_side_by_side_
     footnotes = json.loads((tmp_path / "alone" / "compare.json").read_text())["footnotes"]
     assert row["speedup"] is None and footnotes[str(row["notes"]["speedup"])] == (
         "no BF16 run of this configuration (FP8 GEMMs, bf16 VAE) with a SingleStream latency in this comparison")
+
+
+def test_host_offload_is_a_configuration_of_its_own_that_keeps_the_videos(tmp_path):
+    """`--offload` changes the latency, not the pixels: compare tells its runs apart (a speed record without the
+    key kept every weight on the GPU), and a video's reuse digest ignores it."""
+    from fsbench.harness import artifacts
+
+    speed = {"compile": True, "gemm": "bf16", "vae": "fp32", "sdpa_priority": []}
+    offloaded = {"offload": True, "host_offload": {"parts": ["text_encoder"], "pinned_bytes": 1 << 30}}
+    runs = []
+    for name, schedule, extra in [("bf16", "bf16", {}), ("mxfp8", "mxfp8", {}),
+                                  ("bf16-off", "bf16", offloaded), ("mxfp8-off", "mxfp8", offloaded)]:
+        single = {"latency_p90_ns": 5e9, "valid": True, "speed": {**speed, **extra}}
+        runs.append(Run.open(make_run(tmp_path / name, schedule, {}, results={"SingleStream": {"performance": single}})))
+    assert report.labels(runs) == ["BF16 · weights on the GPU", "MXFP8 · weights on the GPU", "BF16 · host offload",
+                                   "MXFP8 · host offload"]
+    digests = {artifacts.made_with("tiny", {}, "0" * 64, "mxfp8", "auto", {**speed, "offload": offload})
+               for offload in (False, True)}
+    assert len(digests) == 1

@@ -155,6 +155,7 @@ def test_compiled_blocks_hold_attention_with_one_graph_per_format_and_keep_the_v
 def test_speed_options_are_checked_and_name_the_run_folder():
     assert speed.SpeedOptions().slug == ""
     assert speed.SpeedOptions(gemm="fp8", vae="bf16").slug == "-fp8gemm-vaebf16"
+    assert speed.SpeedOptions(gemm="fp8", offload=True).slug == "-fp8gemm"  # offload keeps the numerics
     with pytest.raises(FsbenchError, match="--gemm"):
         speed.SpeedOptions(gemm="fp4")
 

@@ -61,9 +61,9 @@ class Row:
 
 
 def _describe(configuration: dict, keys: list[str]) -> str:
-    """`keys` of a configuration as a reader says them: "FP8 GEMMs, compiled, bf16 VAE"."""
+    """`keys` of a configuration as a reader says them: "FP8 GEMMs, compiled, bf16 VAE, host offload"."""
     words = {"gemm": lambda v: f"{str(v).upper()} GEMMs", "compile": lambda v: "compiled" if v else "eager",
-             "vae": lambda v: f"{v} VAE"}
+             "vae": lambda v: f"{v} VAE", "offload": lambda v: "host offload" if v else "weights on the GPU"}
     return ", ".join(f"{k} not recorded" if configuration.get(k) is None else words[k](configuration[k])
                      for k in keys)
 

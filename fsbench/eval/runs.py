@@ -113,9 +113,9 @@ class Run:
         return hashlib.sha256(lines.encode()).hexdigest()
 
     def configuration(self) -> tuple[tuple[str, object], ...] | None:
-        """The run's `--compile --gemm --vae` as (key, value) pairs of `rundir.SPEED_KEYS`: from its SingleStream
-        performance summary (where the latency comes from), else the first other summary that records them; None
-        where none does."""
+        """The run's `--compile --gemm --vae --offload` as (key, value) pairs of `rundir.SPEED_KEYS`: from its
+        SingleStream performance summary (where the latency comes from), else the first other summary that records
+        them; None where none does. A record without `offload` kept every weight on the GPU."""
         results = self.manifest.get("results") or {}
         summaries = [(scenario, mode, summary) for scenario, modes in results.items() if isinstance(modes, dict)
                      for mode, summary in modes.items() if isinstance(summary, dict)]
@@ -123,7 +123,8 @@ class Run:
         for _, _, summary in summaries:
             speed = summary.get("speed")
             if isinstance(speed, dict):
-                return tuple((key, speed.get(key)) for key in rundir.SPEED_KEYS)
+                values = {"offload": False, **speed}
+                return tuple((key, values.get(key)) for key in rundir.SPEED_KEYS)
         return None
 
     def performance(self, scenario: str) -> Performance:

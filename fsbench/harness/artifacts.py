@@ -22,7 +22,7 @@ def made_with(model: str, settings: Mapping[str, Any], latent_sha256: str, sched
               speed: Mapping[str, Any] | None) -> str:
     """The digest of the settings that shape a video's pixels."""
     record = {"model": model, "settings": dict(settings), "latent": latent_sha256, "schedule": schedule_spec,
-              "impl": impl, "speed": {k: (speed or {}).get(k) for k in rundir.SPEED_KEYS}}
+              "impl": impl, "speed": {k: (speed or {}).get(k) for k in rundir.PIXEL_KEYS}}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -7,7 +7,8 @@ the benchmark, not part of a query's input; positive prompts are encoded in ever
 Options (recorded in the manifest): `compile` (torch.compile of the repeated transformer blocks with
 `fullgraph=True`: the self-attention call, its q/k RMSNorm and RoPE included, is the custom op
 `torch.ops.fsbench.self_attention` inside the graphs, one graph per format of the schedule), `gemm` (bf16 |
-fp8: the blocks' linears through `harness.fp8_linear`), `vae` (fp32 | bf16 decode).
+fp8: the blocks' linears through `harness.fp8_linear`), `vae` (fp32 | bf16 decode), `offload` (the text encoder
+and the idle expert in pinned host memory, `harness.offload`: the videos are the same, the GPU holds less).
 """
 from __future__ import annotations
 
@@ -27,11 +28,12 @@ VAE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 @dataclass(frozen=True)
 class SpeedOptions:
-    """`--compile`, `--gemm`, `--vae` of `fsbench run` / `sweep`."""
+    """`--compile`, `--gemm`, `--vae`, `--offload` of `fsbench run` / `sweep`."""
 
     compile: bool = False
     gemm: str = "bf16"
     vae: str = "fp32"
+    offload: bool = False
 
     def __post_init__(self) -> None:
         if self.gemm not in GEMMS:
@@ -39,9 +41,14 @@ class SpeedOptions:
         if self.vae not in VAE_DTYPES:
             raise FsbenchError(f"--vae must be one of {', '.join(VAE_DTYPES)}, got {self.vae!r}")
 
+    def check_device(self, device: torch.device) -> None:
+        if self.offload and device.type != "cuda":
+            raise FsbenchError("--offload moves weights between the GPU and host memory: it needs --device cuda")
+
     @property
     def slug(self) -> str:
-        """Suffix of the default run folder: runs with different numerics never share a folder."""
+        """Suffix of the default run folder: runs with different numerics never share a folder (offload keeps
+        the numerics)."""
         parts = [f"{self.gemm}gemm"] if self.gemm != "bf16" else []
         parts += [f"vae{self.vae}"] if self.vae != "fp32" else []
         return "".join(f"-{p}" for p in parts)
@@ -63,6 +70,11 @@ def apply(pipe: Any, opts: SpeedOptions) -> dict[str, Any]:
             expert.compile_repeated_blocks(fullgraph=True, dynamic=False)
         record["compiled"] = ("WanTransformerBlock (regional, torch.compile default mode, fullgraph; "
                               "self-attention as the op fsbench::attention inside the graph)")
+    if opts.offload:
+        from fsbench.harness import offload
+
+        held = offload.install(pipe)
+        record["host_offload"] = {"parts": list(offload.PARTS), "pinned_bytes": held.host_bytes()}
     cache_negative_prompt(pipe)
     return record
 
