@@ -102,8 +102,8 @@ def test_run_offload_records_it_and_compare_tells_the_configurations_apart(tmp_p
         result = CliRunner().invoke(main, [*args, *extra, "--out", str(tmp_path / name)], catch_exceptions=False)
         assert result.exit_code == 0, result.output
     speed = load_manifest(tmp_path / "offloaded")["results"]["SingleStream"]["performance"]["speed"]
-    assert speed["offload"] is True and speed["host_offload"]["parts"] == list(offload.PARTS)
-    assert speed["host_offload"]["pinned_bytes"] > 0
+    assert speed["offload"] is True and speed["host_offload"]["pinned_bytes"] > 0
+    assert speed["host_offload"]["parts"] == ["text_encoder", "transformer", "transformer_2"]
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "resident"), str(tmp_path / "offloaded"),
                                        "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output

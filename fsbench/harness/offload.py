@@ -23,20 +23,21 @@ ALIGN = 64  # bytes between host copies, so each is aligned for its dtype and fo
 
 
 class HostOffload:
-    """Pinned host copies of `PARTS` of one pipeline, and the forward pre-hooks that move them: an expert's forward
+    """Pinned host copies of the `PARTS` a pipeline has, and the forward pre-hooks that move them: an expert's forward
     takes the text encoder and the other expert off the GPU; the text encoder's forward brings only itself."""
 
     def __init__(self, pipe: Any, device: torch.device):
         self.device = device
-        self.modules: dict[str, nn.Module] = {name: getattr(pipe, name) for name in PARTS}
+        self.modules: dict[str, nn.Module] = {name: module for name in PARTS
+                                              if (module := getattr(pipe, name, None)) is not None}
         self._tensors: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        self.resident = set(PARTS)
+        self.resident = set(self.modules)
         self._hooks: list[Any] = []
         self._buffers: list[torch.Tensor] = []
         for name, module in self.modules.items():
             self._tensors[name] = self._pin(list((*module.parameters(), *module.buffers())))
             self._hooks.append(module.register_forward_pre_hook(self._pre_hook(name), with_kwargs=True))
-        for name in ("text_encoder", "transformer"):  # every video then moves the same components
+        for name in list(self.modules)[:-1]:  # the last expert stays: every video then moves the same components
             self.leave(name)
 
     def _pin(self, tensors: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -60,7 +61,7 @@ class HostOffload:
     def _pre_hook(self, name: str) -> Any:
         def pre(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             if name in EXPERTS:
-                for other in ("text_encoder", *EXPERTS):
+                for other in self.modules:
                     if other != name:
                         self.leave(other)
             self.enter(name)
@@ -93,7 +94,7 @@ class HostOffload:
         """Everything back on the GPU, hooks removed, host buffers unregistered."""
         for hook in self._hooks:
             hook.remove()
-        for name in PARTS:
+        for name in self.modules:
             self.enter(name)
         torch.cuda.synchronize(self.device)
         for buffer in self._buffers:

@@ -74,7 +74,7 @@ def apply(pipe: Any, opts: SpeedOptions) -> dict[str, Any]:
         from fsbench.harness import offload
 
         held = offload.install(pipe)
-        record["host_offload"] = {"parts": list(offload.PARTS), "pinned_bytes": held.host_bytes()}
+        record["host_offload"] = {"parts": list(held.modules), "pinned_bytes": held.host_bytes()}
     cache_negative_prompt(pipe)
     return record
 
