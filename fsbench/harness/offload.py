@@ -9,9 +9,13 @@ memory: per video the text encoder and both experts, about 69 GB. Written here b
 
 Each component's host copy is one buffer pinned with cudaHostRegister, as torch's own checkpoint stager does: the
 pinned caching allocator rounds every block up to a power of two, which would cost up to twice the host memory.
+The buffers are kept out of forked children: Linux (5.9 on, `page_needs_cow_for_dma`) copies a DMA-pinned page
+into the child at fork, and every video forks (ffmpeg through imageio-ffmpeg, whose `preexec_fn` rules out vfork),
+which copied the 69 GB before the child could exec and exhausted a 128 GB host.
 """
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import torch
@@ -20,6 +24,13 @@ from torch import nn
 PARTS = ("text_encoder", "transformer", "transformer_2")  # what waits on the host; the VAE stays on the GPU
 EXPERTS = PARTS[1:]
 ALIGN = 64  # bytes between host copies, so each is aligned for its dtype and for DMA
+
+
+def host_buffer(size: int) -> torch.Tensor:
+    """`size` bytes of page-aligned anonymous memory that no forked child inherits (MADV_DONTFORK)."""
+    region = mmap.mmap(-1, max(size, mmap.PAGESIZE))
+    region.madvise(mmap.MADV_DONTFORK)
+    return torch.frombuffer(region, dtype=torch.uint8)[:size]  # the tensor keeps the mapping alive
 
 
 class HostOffload:
@@ -46,7 +57,7 @@ class HostOffload:
         for tensor in tensors:
             offsets.append(total)
             total += -(-tensor.numel() * tensor.element_size() // ALIGN) * ALIGN
-        buffer = torch.empty(total, dtype=torch.uint8)
+        buffer = host_buffer(total)
         error = int(torch.cuda.cudart().cudaHostRegister(buffer.data_ptr(), total, 0))
         if error:
             raise RuntimeError(f"cudaHostRegister of {total / 2**30:.1f} GiB failed with cudaError {error}")
