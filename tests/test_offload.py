@@ -1,10 +1,14 @@
-"""`--offload`'s host memory on any machine: the buffers that hold the weights stay out of forked children."""
+"""`--offload`'s host memory on any machine: the buffers that hold the weights stay out of forked children, and
+more than the machine can give is refused before any is pinned."""
 from __future__ import annotations
 
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from fsbench.errors import FsbenchError
 from fsbench.harness import offload
 
 
@@ -30,3 +34,11 @@ def test_a_forked_child_neither_sees_nor_copies_the_host_buffers():
     os.close(read)
     assert seen == b"0"
     assert _maps_hold(buffer.data_ptr()) and int(buffer.sum()) == 1 << 24
+
+
+def test_more_host_memory_than_the_machine_has_is_refused_in_one_line():
+    available = offload.available_host_bytes()
+    assert available is not None and 0 < available <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    offload.check_host_memory(1 << 20)
+    with pytest.raises(FsbenchError, match=r"^--offload pins 2305843009\.2 GB of host memory and [0-9.]+ GB is "):
+        offload.check_host_memory(1 << 61)

@@ -16,10 +16,13 @@ which copied the 69 GB before the child could exec and exhausted a 128 GB host.
 from __future__ import annotations
 
 import mmap
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from fsbench.errors import FsbenchError
 
 PARTS = ("text_encoder", "transformer", "transformer_2")  # what waits on the host; the VAE stays on the GPU
 EXPERTS = PARTS[1:]
@@ -31,6 +34,24 @@ def host_buffer(size: int) -> torch.Tensor:
     region = mmap.mmap(-1, max(size, mmap.PAGESIZE))
     region.madvise(mmap.MADV_DONTFORK)
     return torch.frombuffer(region, dtype=torch.uint8)[:size]  # the tensor keeps the mapping alive
+
+
+def available_host_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo: free memory plus what the kernel can reclaim (page cache of loaded weights
+    included); None where the file is absent."""
+    try:
+        lines = Path("/proc/meminfo").read_text().splitlines()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")), None)
+
+
+def check_host_memory(needed: int) -> None:
+    """Refuse, with one line, what the kernel's OOM killer would otherwise end mid-run."""
+    available = available_host_bytes()
+    if available is not None and needed > available:
+        raise FsbenchError(f"--offload pins {needed / 1e9:.1f} GB of host memory and {available / 1e9:.1f} GB is "
+                           "available: free host memory or leave --offload out")
 
 
 class HostOffload:
@@ -45,6 +66,8 @@ class HostOffload:
         self.resident = set(self.modules)
         self._hooks: list[Any] = []
         self._buffers: list[torch.Tensor] = []
+        check_host_memory(sum(t.numel() * t.element_size() for module in self.modules.values()
+                              for t in (*module.parameters(), *module.buffers())))
         for name, module in self.modules.items():
             self._tensors[name] = self._pin(list((*module.parameters(), *module.buffers())))
             self._hooks.append(module.register_forward_pre_hook(self._pre_hook(name), with_kwargs=True))
