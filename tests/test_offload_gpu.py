@@ -18,12 +18,9 @@ from fsbench.harness import offload, runner  # noqa: E402
 from fsbench.harness.attention import SelfAttentionRouter  # noqa: E402
 from fsbench.harness.cli import main  # noqa: E402
 from fsbench.rundir import load_manifest  # noqa: E402
+from weight_bytes import weight_bytes  # noqa: E402
 
 SHAPE = dict(height=64, width=64, num_frames=9, steps=4)
-
-
-def _bytes(module: torch.nn.Module) -> int:
-    return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
 
 
 def _video(pipe, spec, router, index=0):
@@ -51,7 +48,7 @@ def test_offload_keeps_the_video_and_holds_only_the_last_expert_between_videos(t
     spec, pipe, router = tiny
     _video(pipe, spec, router)  # the first video leaves the caches every video uses behind
     reference, held_all = _video(pipe, spec, router)
-    moved = _bytes(pipe.text_encoder) + _bytes(pipe.transformer)
+    moved = weight_bytes(pipe.text_encoder, pipe.transformer)
     host = offload.install(pipe)
     try:
         assert host.resident == {"transformer_2"}
@@ -61,7 +58,7 @@ def test_offload_keeps_the_video_and_holds_only_the_last_expert_between_videos(t
         weight = pipe.text_encoder.shared.weight
         assert weight.device.type == "cpu" and weight.is_pinned()
         assert next(pipe.transformer_2.parameters()).is_cuda and next(pipe.vae.parameters()).is_cuda
-        assert host.host_bytes() >= moved + _bytes(pipe.transformer_2)
+        assert host.host_bytes() >= moved + weight_bytes(pipe.transformer_2)
     finally:
         host.remove()
     assert all(next(m.parameters()).is_cuda for m in (pipe.text_encoder, pipe.transformer, pipe.transformer_2))

@@ -12,12 +12,9 @@ if not torch.cuda.is_available():
 from fsbench.harness import runner  # noqa: E402
 from fsbench.harness.attention import SelfAttentionRouter  # noqa: E402
 from fsbench.harness.profile import MEMORY_PHASES, Profiler, format_table  # noqa: E402
+from weight_bytes import weight_bytes  # noqa: E402
 
 SHAPE = dict(height=64, width=64, num_frames=9, steps=2)
-
-
-def _bytes(module: torch.nn.Module) -> int:
-    return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
 
 
 def test_each_phase_peak_holds_the_weights_and_the_decode_peak_the_decoded_video_too():
@@ -35,7 +32,7 @@ def test_each_phase_peak_holds_the_weights_and_the_decode_peak_the_decoded_video
     finally:
         profiler.uninstall()
         router.uninstall()
-    weights = sum(_bytes(m) for m in (pipe.text_encoder, pipe.transformer, pipe.transformer_2, pipe.vae))
+    weights = weight_bytes(pipe.text_encoder, pipe.transformer, pipe.transformer_2, pipe.vae)
     video_fp32 = 3 * SHAPE["num_frames"] * SHAPE["height"] * SHAPE["width"] * 4
     assert frames.shape[-4:] == (SHAPE["num_frames"], SHAPE["height"], SHAPE["width"], 3)
     summary = profiler.summary()

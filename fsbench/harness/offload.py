@@ -66,10 +66,10 @@ class HostOffload:
         self.resident = set(self.modules)
         self._hooks: list[Any] = []
         self._buffers: list[torch.Tensor] = []
-        check_host_memory(sum(t.numel() * t.element_size() for module in self.modules.values()
-                              for t in (*module.parameters(), *module.buffers())))
+        weights = {name: [*module.parameters(), *module.buffers()] for name, module in self.modules.items()}
+        check_host_memory(sum(t.nbytes for tensors in weights.values() for t in tensors))
         for name, module in self.modules.items():
-            self._tensors[name] = self._pin(list((*module.parameters(), *module.buffers())))
+            self._tensors[name] = self._pin(weights[name])
             self._hooks.append(module.register_forward_pre_hook(self._pre_hook(name), with_kwargs=True))
         for name in list(self.modules)[:-1]:  # the last expert stays: every video then moves the same components
             self.leave(name)
@@ -79,7 +79,7 @@ class HostOffload:
         offsets, total = [], 0
         for tensor in tensors:
             offsets.append(total)
-            total += -(-tensor.numel() * tensor.element_size() // ALIGN) * ALIGN
+            total += -(-tensor.nbytes // ALIGN) * ALIGN
         buffer = host_buffer(total)
         error = int(torch.cuda.cudart().cudaHostRegister(buffer.data_ptr(), total, 0))
         if error:
@@ -87,8 +87,7 @@ class HostOffload:
         self._buffers.append(buffer)
         pairs = []
         for tensor, offset in zip(tensors, offsets):
-            size = tensor.numel() * tensor.element_size()
-            host = buffer[offset:offset + size].view(tensor.dtype).view(tensor.shape)
+            host = buffer[offset:offset + tensor.nbytes].view(tensor.dtype).view(tensor.shape)
             pairs.append((tensor, host.copy_(tensor)))
         return pairs
 
