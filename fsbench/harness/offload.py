@@ -16,9 +16,9 @@ which copied the 69 GB before the child could exec and exhausted a 128 GB host.
 from __future__ import annotations
 
 import mmap
-from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 from torch import nn
 
@@ -36,20 +36,11 @@ def host_buffer(size: int) -> torch.Tensor:
     return torch.frombuffer(region, dtype=torch.uint8)[:size]  # the tensor keeps the mapping alive
 
 
-def available_host_bytes() -> int | None:
-    """MemAvailable of /proc/meminfo: free memory plus what the kernel can reclaim (page cache of loaded weights
-    included); None where the file is absent."""
-    try:
-        lines = Path("/proc/meminfo").read_text().splitlines()
-    except OSError:
-        return None
-    return next((int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")), None)
-
-
 def check_host_memory(needed: int) -> None:
-    """Refuse, with one line, what the kernel's OOM killer would otherwise end mid-run."""
-    available = available_host_bytes()
-    if available is not None and needed > available:
+    """Refuse, with one line, what the kernel's OOM killer would otherwise end mid-run. Available memory counts
+    what the kernel can reclaim, the page cache of loaded weights included."""
+    available = psutil.virtual_memory().available
+    if needed > available:
         raise FsbenchError(f"--offload pins {needed / 1e9:.1f} GB of host memory and {available / 1e9:.1f} GB is "
                            "available: free host memory or leave --offload out")
 

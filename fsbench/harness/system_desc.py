@@ -17,6 +17,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from fsbench.errors import FsbenchError
 
 if sys.version_info >= (3, 11):
@@ -79,7 +81,7 @@ def _host() -> dict[str, Any]:
     cpu = _cpuinfo()
     sockets = len({p for p in cpu.get("physical id", [])}) or 1
     cores = cpu.get("cpu cores", [None])[0]
-    mem_kb = _meminfo_kb()
+    mem_gb = round(psutil.virtual_memory().total / 2**30)
     nics = _network_cards()
     return {
         "host_processor_model_name": (cpu.get("model name") or [platform.processor() or platform.machine()])[0],
@@ -88,9 +90,8 @@ def _host() -> dict[str, Any]:
         "host_processor_frequency": _cpu_frequency(cpu),
         "host_processor_caches": _caches(),
         "host_processor_interconnect": "N/A" if sockets == 1 else NOT_DETECTED,
-        "host_memory_capacity": f"{round(mem_kb / 2**20)} GB" if mem_kb else NOT_DETECTED,
-        "host_memory_configuration": f"{round(mem_kb / 2**20)} GB total (DIMM layout {NOT_DETECTED})"
-        if mem_kb else NOT_DETECTED,
+        "host_memory_capacity": f"{mem_gb} GB",
+        "host_memory_configuration": f"{mem_gb} GB total (DIMM layout {NOT_DETECTED})",
         "host_storage_capacity": f"{round(shutil.disk_usage('/').total / 1e9)} GB",
         "host_storage_type": _storage_type(),
         "host_networking": "Ethernet" if nics else "N/A (single node, no network card)",
@@ -187,16 +188,6 @@ def _caches() -> str:
         suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
         parts.append(f"L{level}{suffix} {size}")
     return ", ".join(parts) or NOT_DETECTED
-
-
-def _meminfo_kb() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def _storage_type() -> str:
