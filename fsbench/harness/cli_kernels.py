@@ -16,7 +16,7 @@ MAX_ABLATION_SCORES = 2**30  # B*H*S*S: the emulator holds the full score matrix
 
 @click.group()
 def kernels() -> None:
-    """Attention kernels: proxy-table, ablation, bench, check."""
+    """Attention kernels: proxy-table, ablation, bench, check, sass."""
 
 
 @kernels.command("proxy-table")
@@ -242,3 +242,29 @@ def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")
+
+
+@kernels.command("sass")
+@click.option("--variants", callback=cli_types.comma_list(),
+              help="comma-separated variants (default: all of skeleton-fp8, fused-mxfp8/6/4, conventional-fp8)")
+@click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.GLUON, show_default=True,
+              help="which kernel to compile")
+@click.option("--out", default="/tmp/fsbench-sass", show_default=True, type=cli_types.OutPath(file_okay=False),
+              help="folder for each variant's .cubin and .sass")
+@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the counts as JSON here")
+def sass(variants: tuple[str, ...] | None, engine: str, out: Path, json_path: Path | None) -> None:
+    """Instructions a warp issues per key tile, by step, from the sm_90 SASS (compiled ahead of time: no GPU)."""
+    from fsbench.kernels.hopper.launch import gluon_missing
+    from fsbench.kernels.tools import sass as ksass
+
+    missing = gluon_missing() if engine == registry.GLUON else None
+    if missing:
+        raise FsbenchError(missing)
+    unknown = sorted(set(variants or ()) - set(ksass.VARIANTS))
+    if unknown:
+        raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(ksass.VARIANTS)}",
+                                 param_hint="--variants")
+    counts = ksass.count_variants(list(variants or ksass.VARIANTS), engine=engine, out=str(out))
+    click.echo(ksass.format_table(counts))
+    if json_path:
+        atomic_write_text(Path(json_path), json.dumps(ksass.as_json(counts, engine), indent=1) + "\n")

@@ -2,9 +2,10 @@
 """Compare the sm_90 SASS of two trees' attention kernels, compiled ahead of time (no GPU): a change meant to
 leave the machine code alone (a refactor, a renamed constant) shows here as zero differing instructions.
 
-Each tree compiles its own kernels with its own `scripts/lab/sass_qgmma.py` in a subprocess (two copies of
-`fsbench` cannot share one process); the variants both trees know are compared after dropping addresses and
-encodings. The Triton found on PYTHONPATH compiles both (put the device's Triton first to match it).
+Each tree compiles its own kernels with its own `fsbench kernels sass` in a subprocess (two copies of
+`fsbench` cannot share one process; an older tree has `scripts/lab/sass_qgmma.py` instead); the variants both
+trees know are compared after dropping addresses and encodings. The Triton found on PYTHONPATH compiles both
+(put the device's Triton first to match it).
 
 usage: python scripts/lab/sass_compare.py --old-tree DIR [--new-tree DIR] [--engine gluon|triton] [--json OUT]
 (exit code 1 when any shared variant's instructions differ)
@@ -25,10 +26,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def compile_tree(tree: str, engine: str, out: str) -> dict[str, str]:
-    """{variant: SASS} of `tree`'s kernels, compiled by its own sass_qgmma.py."""
+    """{variant: SASS} of `tree`'s kernels, compiled by its own `fsbench kernels sass` (or sass_qgmma.py)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    subprocess.run([sys.executable, os.path.join(tree, "scripts", "lab", "sass_qgmma.py"), "--engine", engine,
-                    "--out", out], env=env, check=False, capture_output=True, text=True)
+    script = os.path.join(tree, "scripts", "lab", "sass_qgmma.py")
+    command = [script] if os.path.exists(script) else ["-m", "fsbench", "kernels", "sass"]
+    subprocess.run([sys.executable, *command, "--engine", engine, "--out", out], env=env, check=False,
+                   capture_output=True, text=True)
     return {name[:-5]: open(os.path.join(out, name)).read() for name in sorted(os.listdir(out))
             if name.endswith(".sass")}
 
