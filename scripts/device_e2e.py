@@ -23,12 +23,14 @@ from typing import Any
 import click
 import torch
 
-from fsbench.harness import dataset, loadgen_driver, pipeline, results, runner
-from fsbench.harness.attention import SelfAttentionCall, SelfAttentionRouter
-from fsbench.harness.presets import build_settings
-from fsbench.harness.profile import Clock
-from fsbench.harness.schedule import load as load_schedule
-from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.harness.mlperf import loadgen
+from fsbench.harness.model import pipeline
+from fsbench.harness.run import dataset, orchestrator, writer
+from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
+from fsbench.harness.run.presets import build_settings
+from fsbench.harness.measure.profile import Clock
+from fsbench.harness.precision.schedule import load as load_schedule
+from fsbench.harness.model.synthetic import TINY_PROMPTS
 
 
 class TimedCore:
@@ -78,14 +80,14 @@ def measure_step(pipe: Any, fmt: str, inputs: dict[str, Any], clock: Clock, impl
 def single_stream_query(pipe: Any, model: str, out: Path, schedule: str, steps: int, overrides: dict,
                         device: torch.device, impl: str) -> dict:
     prompts = out / "prompts.txt"
-    results.atomic_write_text(prompts, "".join(p + "\n" for p in TINY_PROMPTS))
-    spec = runner.prepare(model, "mlperf", schedule, prompts, 1, None, {**overrides, "steps": steps})
+    writer.atomic_write_text(prompts, "".join(p + "\n" for p in TINY_PROMPTS))
+    spec = orchestrator.prepare(model, "mlperf", schedule, prompts, 1, None, {**overrides, "steps": steps})
     run_dir = out / f"single-stream-{schedule}"
-    system = runner.default_system(spec.model_tag, device)
-    runner.open_run_dir(run_dir, spec, system, device)
-    opts = loadgen_driver.LoadgenOptions("SingleStream", "performance", count=1, time_s=0,
+    system = orchestrator.default_system(spec.model_tag, device)
+    orchestrator.open_run_dir(run_dir, spec, system, device)
+    opts = loadgen.LoadgenOptions("SingleStream", "performance", count=1, time_s=0,
                                          target_latency_ms=60000)
-    summary = runner.run_scenario(pipe, spec, run_dir, system, opts, impl=impl)
+    summary = orchestrator.run_scenario(pipe, spec, run_dir, system, opts, impl=impl)
     return {"schedule": schedule, "steps": steps, "latency_s": summary["latency_max_ns"] / 1e9,
             "validity_note": "one query: LoadGen needs 64 for a VALID SingleStream result",
             "run_dir": str(run_dir)}
@@ -109,8 +111,8 @@ def main(out: Path, model: str, height: int, width: int, frames: int, schedules:
     overrides = {"height": height, "width": width, "num_frames": frames}
     settings = build_settings("mlperf", model, steps=20, **overrides)
     report: dict[str, Any] = {
-        "command": " ".join(sys.argv), "model": model, "device": runner.device_info(device, model),
-        "versions": results.versions(), "git_commit": results.git_commit(),
+        "command": " ".join(sys.argv), "model": model, "device": orchestrator.device_info(device, model),
+        "versions": writer.versions(), "git_commit": writer.git_commit(),
         "shape": {"height": height, "width": width, "num_frames": frames, "tokens": settings.tokens},
         "formats": {}, "schedules": {}, "single_stream": [], "skipped": [],
     }
@@ -119,7 +121,7 @@ def main(out: Path, model: str, height: int, width: int, frames: int, schedules:
         report["elapsed_s"] = round(time.perf_counter() - began, 2)
         if device.type == "cuda":
             report["peak_memory_gb"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
-        results.atomic_write_text(out / "device_e2e.json", json.dumps(report, indent=2) + "\n")
+        writer.atomic_write_text(out / "device_e2e.json", json.dumps(report, indent=2) + "\n")
         click.echo(f"[{report['elapsed_s']:7.1f}s] saved {out / 'device_e2e.json'}")
 
     start = time.perf_counter()

@@ -4,13 +4,13 @@ A full 20-step 720x1280x81 video takes 8+ minutes in bf16 (40 expert forwards of
 command holds one per configuration. `measure` times every part once the pipeline is warm:
 
 1. text encoding (UMT5-XXL, 512 tokens): the positive prompt alone (the negative prompt's embedding is
-   cached, `harness.speed`), and both prompts uncached;
+   cached, `harness.model.options`), and both prompts uncached;
 2. one expert forward per (GEMM kind, attention format), `--repeats` times after a warm-up, with CUDA events
-   and the `harness.profile` split (self-attention core, cross-attention core, GEMMs, rest; with --compile
+   and the `harness.measure.profile` split (self-attention core, cross-attention core, GEMMs, rest; with --compile
    only the self-attention core is split out). Both experts have the same shapes, so the high-noise expert
    stands for both; the active `kernels.attention` impl of every format is recorded and a format that
    would fall back to the emulator (far too slow at 75600 tokens) is skipped; the SM clock, power and
-   power-cap share over the timed forwards come from nvidia-smi samples (`harness.gpu_clock`);
+   power-cap share over the timed forwards come from nvidia-smi samples (`harness.measure.clocks`);
 3. the per-step overhead outside the forwards (CFG combine + UniPC step);
 4. the FP8 GEMM check (one 5120x5120 layer against BF16) and the output of every configuration against the
    BF16-GEMM, BF16-attention forward (a14b-synthetic's self-consistency);
@@ -40,20 +40,14 @@ from typing import Any
 import click
 import torch
 
-from fsbench.harness import (
-    dataset,
-    fp8_linear,
-    gpu_clock,
-    loadgen_driver,
-    pipeline,
-    results,
-    runner,
-    speed,
-)
-from fsbench.harness.attention import SelfAttentionCall, SelfAttentionRouter
-from fsbench.harness.presets import build_settings
-from fsbench.harness.profile import Clock, Profiler
-from fsbench.harness.schedule import load as load_schedule
+from fsbench.harness.measure import clocks as gpu_clock
+from fsbench.harness.mlperf import loadgen as loadgen_driver
+from fsbench.harness.model import fp8_linear, options as speed, pipeline
+from fsbench.harness.run import dataset, orchestrator, writer
+from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
+from fsbench.harness.run.presets import build_settings
+from fsbench.harness.measure.profile import Clock, Profiler
+from fsbench.harness.precision.schedule import load as load_schedule
 
 SCHEDULES = ("bf16", "mxfp8", "mxfp6", "mxfp4", "hybrid")
 ASSEMBLED_STEPS = 20  # the preset's denoising steps, the count `assemble` sums
@@ -82,7 +76,7 @@ class Report:
         self.data["elapsed_s"] = round(self.elapsed(), 1)
         if torch.cuda.is_available():
             self.data["peak_memory_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-        results.atomic_write_text(self.path, json.dumps(self.data, indent=2) + "\n")
+        writer.atomic_write_text(self.path, json.dumps(self.data, indent=2) + "\n")
         click.echo(f"[{self.data['elapsed_s']:7.1f}s] saved {self.path}", err=True)
 
 
@@ -142,7 +136,7 @@ def measure_forward(pipe: Any, fmt: str, impl: str, inputs: dict[str, Any], bloc
             warm, _ = _seconds(clock, lambda: [pipe.transformer.blocks[0](*block_args) for _ in range(2)])
             output = None
             _synchronize(pipe.device)
-            began = time.time()  # wall clock, to match the GPU clock samples (harness.gpu_clock)
+            began = time.time()  # wall clock, to match the GPU clock samples (harness.measure.clocks)
             for r in range(repeats):
                 context = inputs["cond"] if r % 2 == 0 else inputs["uncond"]
                 with profiler.video(r):
@@ -306,7 +300,7 @@ def main() -> None:
 @click.option("--frames", type=int, default=81, show_default=True)
 @click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True)
 @click.option("--gemms", default="bf16,fp8", show_default=True, help="GEMM kinds, in this order (fp8 is final).")
-@click.option("--compile", "compile_blocks", is_flag=True, help="torch.compile the blocks (harness.speed).")
+@click.option("--compile", "compile_blocks", is_flag=True, help="torch.compile the blocks (harness.model.options).")
 @click.option("--parts", default="text,forwards,vae,encode,loadgen", show_default=True)
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed forwards per configuration.")
 @click.option("--impl", default="auto", show_default=True, help="kernels.attention impl for the MX formats.")
@@ -320,8 +314,8 @@ def measure(out: Path, model: str, height: int, width: int, frames: int, formats
     device = pipeline.default_device()
     settings = build_settings("mlperf", model, steps=20, height=height, width=width, num_frames=frames)
     report = Report(out, budget_s, {
-        "command": " ".join(sys.argv), "model": model, "device": runner.device_info(device, model),
-        "versions": results.versions(), "git_commit": results.git_commit(),
+        "command": " ".join(sys.argv), "model": model, "device": orchestrator.device_info(device, model),
+        "versions": writer.versions(), "git_commit": writer.git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "shape": {"height": height, "width": width, "num_frames": frames, "tokens": settings.tokens},
         "compile": compile_blocks, "repeats": repeats, "impl": {}, "forwards": {}, "vae": {}, "skipped": []})
@@ -479,14 +473,14 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
             rows.append(row)
             click.echo(json.dumps(row), err=True)
     in_forward = [c["in_forward_ms"] for c in calls]
-    data = {**results.provenance(runner.device_info(device, model), "python3 scripts/device_speed.py"),
+    data = {**writer.provenance(orchestrator.device_info(device, model), "python3 scripts/device_speed.py"),
             "model": model, "shape_bshd": list(shape), "fmt": fmt,
             "impl": kernels.resolve_impl(fmt, "auto", device, shape[3]), "repeats": repeats,
             "in_forward_ms": {"median": statistics.median(in_forward), "min": min(in_forward),
                               "max": max(in_forward), "sum": sum(in_forward)},
             "calls": calls, "rows": rows}
     click.echo(json.dumps(data["in_forward_ms"]), err=True)
-    results.atomic_write_text(out / "attention_inputs.json", json.dumps(data, indent=2) + "\n")
+    writer.atomic_write_text(out / "attention_inputs.json", json.dumps(data, indent=2) + "\n")
 
 
 @main.command()
@@ -523,8 +517,8 @@ def assemble(inputs: tuple[Path, ...], out: Path, queries: Path | None) -> None:
         if queries is not None:
             check_against_queries(table, json.loads(queries.read_text()))
         tables.append(table)
-    results.atomic_write_text(out / "speed.json", json.dumps(tables, indent=2) + "\n")
-    results.atomic_write_text(out / "speed.md", "\n\n".join(format_assembled(t) for t in tables) + "\n")
+    writer.atomic_write_text(out / "speed.json", json.dumps(tables, indent=2) + "\n")
+    writer.atomic_write_text(out / "speed.md", "\n\n".join(format_assembled(t) for t in tables) + "\n")
     click.echo((out / "speed.md").read_text())
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness import gpu_clock
-from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.harness.measure import clocks
+from fsbench.harness.run.writer import atomic_write_text, provenance
 
 SHAPE = (1, 40, 75600, 128)
 ROWS = ("sdpa-cudnn-bf16", "gluon-conventional-fp8", "gluon-fused-mxfp8", "gluon-fused-mxfp8-nogate",
@@ -45,7 +45,7 @@ def main(seconds: float, json_path: str | None) -> None:
     cases.append(("gluon-fused-mxfp8 (q, k x3)", fns["gluon-fused-mxfp8"], (qkv[0] * 3, qkv[1] * 3, qkv[2])))
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     windows = []
-    with gpu_clock.sampling(50) as samples:
+    with clocks.sampling(50) as samples:
         for name, fn, args in cases:
             for _ in range(2):
                 fn(*args)
@@ -64,7 +64,7 @@ def main(seconds: float, json_path: str | None) -> None:
     for name, t0, t1, times in windows:
         tflops = flops / statistics.median(times) / 1e9
         row = {"row": name, "calls": len(times), "tflops": tflops, "samples": 0}
-        clock = gpu_clock.summarize(samples, t0, t1)
+        clock = clocks.summarize(samples, t0, t1)
         if clock:
             peak = sm_count * FLOP_PER_CLOCK_SM["bf16" if "bf16" in name else "fp8"] * clock["clock_mhz"] * 1e6 / 1e12
             row.update(clock, tensor_utilization=tflops / peak)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.harness.run.writer import atomic_write_text, provenance
 
 
 @click.command(help=__doc__)
@@ -32,7 +32,7 @@ def main(row_names: str, shape: str, seconds: float, warm_seconds: float, json_p
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from fsbench.harness import gpu_clock
+    from fsbench.harness.measure import clocks
     from fsbench.kernels.tools import bench
 
     try:
@@ -53,7 +53,7 @@ def main(row_names: str, shape: str, seconds: float, warm_seconds: float, json_p
         while time.time() - start < warm_seconds:
             fn(*qkv)
             torch.cuda.synchronize()
-        with gpu_clock.sampling(50) as samples, profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with clocks.sampling(50) as samples, profile(activities=[ProfilerActivity.CUDA]) as prof:
             begin, calls = time.time(), 0
             while time.time() - begin < seconds:
                 fn(*qkv)
@@ -72,7 +72,7 @@ def main(row_names: str, shape: str, seconds: float, warm_seconds: float, json_p
             "attention_tflops": round(flops / statistics.median(attention) / 1e9, 1),
             "other_kernels_ms": round(sum(ms for ms, _ in split[1:]), 3),
             "kernels_ms_per_call": {kernel: round(ms, 4) for ms, kernel in split},
-            "clock": gpu_clock.summarize(samples, begin, end)}
+            "clock": clocks.summarize(samples, begin, end)}
         clock = entry["clock"] or {}
         click.echo(f"{name:<24} attention kernel {entry['attention_ms']:.2f} ms ({entry['attention_tflops']:.1f} "
                    f"TFLOP/s), other kernels {entry['other_kernels_ms']:.2f} ms per call, at "
