@@ -245,13 +245,13 @@ def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None
 
 
 @kernels.command("sass")
-@click.option("--variants", callback=cli_types.comma_list(),
+@click.option("--variants", callback=params.comma_list(),
               help="comma-separated variants (default: all of skeleton-fp8, fused-mxfp8/6/4, conventional-fp8)")
 @click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.GLUON, show_default=True,
               help="which kernel to compile")
-@click.option("--out", default="/tmp/fsbench-sass", show_default=True, type=cli_types.OutPath(file_okay=False),
+@click.option("--out", default="/tmp/fsbench-sass", show_default=True, type=params.OutPath(file_okay=False),
               help="folder for each variant's .cubin and .sass")
-@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the counts as JSON here")
+@click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the counts as JSON here")
 def sass(variants: tuple[str, ...] | None, engine: str, out: Path, json_path: Path | None) -> None:
     """Instructions a warp issues per key tile, by step, from the sm_90 SASS (compiled ahead of time: no GPU)."""
     from fsbench.kernels.hopper.launch import gluon_missing
