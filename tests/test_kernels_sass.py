@@ -77,9 +77,15 @@ def test_gluon_kernel_runs_both_gemms_on_fp8_wgmma_without_spills(gluon_fused_sa
 
 
 def test_gluon_math_warpgroups_take_turns_through_named_barriers(gluon_fused_sass):
-    """Each math warpgroup waits at its own barrier (8 or 9, 256 threads) and arrives at the other's."""
-    bars = re.findall(r"BAR\.(SYNC\.DEFER_BLOCKING|ARV) (0x[89]), 0x100", gluon_fused_sass)
-    assert {("SYNC.DEFER_BLOCKING", "0x8"), ("SYNC.DEFER_BLOCKING", "0x9"), ("ARV", "0x8"), ("ARV", "0x9")} <= set(bars)
+    """Each math warpgroup waits at its own barrier (8 or 9, past the compiler's reserved ids; 256 threads) and
+    arrives at the other's, and no other barrier instruction uses the kernel's ids."""
+    from fsbench.kernels.hopper.gluon import pipeline
+
+    ids = {hex(pipeline.barrier_id(name)) for name in pipeline.NAMED_BARRIERS}
+    assert ids == {"0x8", "0x9"} and pipeline.RESERVED_BARRIERS == 8
+    bars = re.findall(r"BAR\.(SYNC\.DEFER_BLOCKING|ARV) (0x[0-9a-f]+), (0x[0-9a-f]+)", gluon_fused_sass)
+    assert {(kind, i) for kind in ("SYNC.DEFER_BLOCKING", "ARV") for i in ids} <= {(k, i) for k, i, _ in bars}
+    assert all(n == hex(pipeline.TURN_THREADS) for _, i, n in bars if i in ids)
     assert "USETMAXREG" in gluon_fused_sass  # registers moved from the TMA warpgroup to the math ones
 
 
@@ -122,10 +128,10 @@ def test_gluon_skeleton_keeps_both_fp8_gemms_and_the_schedule_and_drops_the_soft
 def test_the_loop_count_names_the_key_tile_loop_and_the_rescale_a_warp_skips(gluon_fused_sass):
     """The count is one math warpgroup's key-tile loop: its QK, PV and row-sum QGMMAs (4 k-steps each), with the O
     rescale's multiplies behind the warp vote's branch as the instructions a warp may skip."""
-    from fsbench.kernels.hopper import gluon_fused
+    from fsbench.kernels.hopper.gluon import ptx
 
     loop = ksass.main_loop(gluon_fused_sass)
     assert ksass.opcodes(loop)["QGMMA"] == 12
-    assert len(ksass.skipped_lines(loop)) == gluon_fused._RESCALE_N
+    assert len(ksass.skipped_lines(loop)) == ptx.RESCALE_N
     assert sum("VOTE.ANY" in line for line in loop) == 1
     assert {ksass.step_of(line) for i, line in enumerate(loop) if i in ksass.skipped_lines(loop)} == {"o_update"}

@@ -77,7 +77,7 @@ def compile_variant(variant: Variant, engine: str = "gluon"):
         tile = tiling.GLUON
         from triton.experimental.gluon._runtime import GluonASTSource
 
-        from fsbench.kernels.hopper.gluon_fused import attention_kernel as fn
+        from fsbench.kernels.hopper.gluon.kernel import attention_kernel as fn
 
         consts.update(STAGES=tile.num_stages, SKELETON=variant.skeleton)  # every argument in the signature
         source = GluonASTSource

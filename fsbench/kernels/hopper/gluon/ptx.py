@@ -1,0 +1,72 @@
+"""The Gluon kernel's inline PTX and bit-level helpers: each is a packed or predicated instruction sequence that Gluon's
+own lowering does not produce (or splits into more instructions), written once here."""
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def pow2(e):
+    """2^e for integer tensors from the exponent bits (exact); e < -126 gives 0."""
+    return ((gl.minimum(gl.maximum(e, -127), 127) + 127) << 23).to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def fma_sat(x, y, z):
+    """fma(x, y, z) clamped to [0, 1] by the FFMA itself (.sat; -inf and NaN give 0)."""
+    return gl.inline_asm_elementwise("fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", [x, y, z],
+                                     dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def to_e4m3(x):
+    """float32 -> E4M3 (round to nearest even, saturating), four values per 32-bit register: two packed
+    converts and one move, where the compiler's own lowering splits each pair into bytes and rebuilds it."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .b16 lo, hi; cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1; cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3; "
+        "mov.b32 $0, {lo, hi}; }", "=r,r,r,r,r", [x], dtype=gl.float8e4nv, is_pure=True, pack=4)
+
+
+@gluon.jit
+def rescale_blocks(p8, factor):
+    """E4M3 P in its block's units -> P * factor (a power of two) in E4M3, four values per register: two packed
+    converts to f16x2, a packed multiply each, two packed converts back (the bytes also skip the PRMT
+    regrouping of Gluon's lowering). Exact where the product is an E4M3 value: the prepass docstring says when."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .b16 lo, hi; .reg .b32 a, b; mov.b32 {lo, hi}, $1; "
+        "cvt.rn.f16x2.e4m3x2 a, lo; cvt.rn.f16x2.e4m3x2 b, hi; mul.rn.f16x2 a, a, $2; mul.rn.f16x2 b, b, $3; "
+        "cvt.rn.satfinite.e4m3x2.f16x2 lo, a; cvt.rn.satfinite.e4m3x2.f16x2 hi, b; mov.b32 $0, {lo, hi}; }",
+        "=r,r,r,r", [p8, factor], dtype=gl.float8e4nv, is_pure=True, pack=4)
+
+
+@gluon.jit
+def mark(ptr, need):
+    """Store 1 at the scalar `ptr` from every row where `need` holds (a predicated st.global)."""
+    addr = ptr.to(gl.int64, bitcast=True) + gl.zeros_like(need.to(gl.int64))
+    gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p st.global.b8 [$2], $3; mov.b32 $0, 0; }",
+                              "=r,r,l,r", [need.to(gl.int32), addr, gl.full_like(need, 1, dtype=gl.int32)],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
+# acc *= alpha for the 64 accumulator values a thread holds (tied in place), skipped by a uniform branch when no
+# row of the warp has alpha != 1 (elements 0 and 2 carry the thread's two rows)
+RESCALE_N = 64
+RESCALE_ASM: gl.constexpr = gl.constexpr(
+    "{ .reg .pred p, q; setp.ne.f32 p, $128, 0f3F800000; setp.ne.f32 q, $130, 0f3F800000; or.pred p, p, q; "
+    "vote.sync.any.pred p, p, -1; @!p bra.uni SKIP; "
+    + " ".join(f"mul.f32 ${i}, ${i}, ${2 * RESCALE_N + i};" for i in range(RESCALE_N)) + " SKIP: }")
+RESCALE_CONSTRAINTS: gl.constexpr = gl.constexpr(
+    ",".join(["=f"] * RESCALE_N + [str(i) for i in range(RESCALE_N)] + ["f"] * RESCALE_N))
+
+
+@gluon.jit
+def rescale_rows(acc, alpha):
+    """acc * alpha, skipped (one vote and a uniform branch) in every warp whose rows all have alpha = 1: a
+    rollback is rare, and 64 predicated-off multiplies would still take their issue slots."""
+    return gl.inline_asm_elementwise(RESCALE_ASM, RESCALE_CONSTRAINTS, [acc, alpha], dtype=gl.float32,
+                                     is_pure=True, pack=64)
+
+
+@gluon.jit
+def named_barrier(asm: gl.constexpr, anchor):
+    """One named-barrier instruction, issued once per thread (`anchor` is any scalar: inline asm needs an operand)."""
+    gl.inline_asm_elementwise(asm, "=r,r", [anchor], dtype=gl.int32, is_pure=False, pack=1)
