@@ -19,8 +19,8 @@ from typing import Any
 
 from fsbench.kernels.constants import D_BIAS
 from fsbench.kernels.hopper import launch, tiling
+from fsbench.kernels.registry import GLUON, TRITON
 
-ENGINES = ("gluon", "triton")
 STEPS = ("reduction", "stage_a", "narrowing", "o_update", "gemm_sync", "bookkeeping")
 
 
@@ -56,8 +56,8 @@ BASELINE = "skeleton-fp8"  # the variant every other's extra instructions are co
 def _descriptor_types(engine: str, bm: int, bn: int, d: int) -> dict[str, str]:
     """Signature types of the Q, K, V descriptors (Gluon's carry their shared-memory layout, and each of its math
     warpgroups loads half of the query tile)."""
-    shapes = {"desc_q": [bm if engine == "triton" else bm // 2, d], "desc_k": [bn, d], "desc_v": [d, bn]}
-    if engine == "triton":
+    shapes = {"desc_q": [bm if engine == TRITON else bm // 2, d], "desc_k": [bn, d], "desc_v": [d, bn]}
+    if engine == TRITON:
         return {name: f"tensordesc<fp8e4nv{shape}>" for name, shape in shapes.items()}
     from triton.experimental.gluon import language as gl
 
@@ -65,7 +65,7 @@ def _descriptor_types(engine: str, bm: int, bn: int, d: int) -> dict[str, str]:
             for name, shape in shapes.items()}
 
 
-def compile_variant(variant: Variant, engine: str = "gluon"):
+def compile_variant(variant: Variant, engine: str = GLUON):
     """The kernel compiled for sm_90 (a Triton `CompiledKernel`; its asm["cubin"] is the machine code). Triton
     compiles at its first autotuner configuration (`tiling.configs`), Gluon at its one launch shape."""
     import triton
@@ -73,7 +73,7 @@ def compile_variant(variant: Variant, engine: str = "gluon"):
     from triton.compiler import ASTSource
 
     consts = variant.constexprs()
-    if engine == "gluon":
+    if engine == GLUON:
         tile = tiling.GLUON
         from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -240,7 +240,7 @@ def count_loop(sass: str, variant: str, regs: int = -1) -> LoopCount:
                      regs, ops.get("QGMMA", 0))
 
 
-def count_variants(names: list[str], engine: str = "gluon", out: str = "/tmp/fsbench-sass") -> list[LoopCount]:
+def count_variants(names: list[str], engine: str = GLUON, out: str = "/tmp/fsbench-sass") -> list[LoopCount]:
     """Compile each variant (a kernel shared by two variants once), write its .cubin and .sass under `out`, count
     its loop."""
     unknown = sorted(set(names) - set(VARIANTS))
@@ -251,7 +251,7 @@ def count_variants(names: list[str], engine: str = "gluon", out: str = "/tmp/fsb
     counts = []
     for name in names:
         variant = VARIANTS[name]
-        if engine == "triton" and variant.skeleton:
+        if engine == TRITON and variant.skeleton:
             continue
         key = repr((sorted(variant.constexprs().items()), variant.skeleton))
         if key not in compiled:
@@ -281,7 +281,7 @@ def format_table(counts: list[LoopCount]) -> str:
 def as_json(counts: list[LoopCount], engine: str) -> dict[str, Any]:
     import triton
 
-    return {"engine": engine, "triton": triton.__version__, "target": "sm_90", "baseline": BASELINE,
+    return {"engine": engine, "triton_version": triton.__version__, "target": "sm_90", "baseline": BASELINE,
             "variants": [{"variant": c.variant, "issued": c.issued, "loop": c.loop, "skippable": c.skippable,
                           "steps": c.steps, "registers": c.registers, "qgmma": c.qgmma, "opcodes": c.opcodes}
                          for c in counts]}
