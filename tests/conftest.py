@@ -29,9 +29,10 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py (`name` may be `lab/<name>`) imported as a module (the scripts folder is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+def load_script(name: str, folder: str = "scripts") -> ModuleType:
+    """<folder>/<name>.py (`name` may be `lab/<name>`) imported as a module (benchmarks/ and scripts/ are not
+    packages)."""
+    path = Path(__file__).resolve().parents[1] / folder / f"{name}.py"
     spec = importlib.util.spec_from_file_location(Path(name).name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

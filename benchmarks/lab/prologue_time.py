@@ -7,7 +7,7 @@ k, then the Gluon kernel's prepass (`launch.quantize`, mxfp8, V included) on its
 the same prepass (the router's path); (2) the two prologues alone. CUDA events, the variants of a pair timed in
 turn each repeat, median of 15 repeats after 3 warm-ups.
 
-usage: python3 scripts/lab/prologue_time.py [--json OUT.json]
+usage: python3 benchmarks/lab/prologue_time.py [--json OUT.json]
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def main(json_path: str | None) -> None:
                               "norm_rope_kernel_then_prepass": norm_rope_then_prepass})
     alone = interleaved_ms({"compiled_norm_rope": lambda: compiled(xq, xk), "norm_rope_kernel":
                             lambda: norm_rope(xq, xk, pro)})
-    report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/lab/prologue_time.py"), "shape": list(SHAPE),
+    report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/prologue_time.py"), "shape": list(SHAPE),
               "prepass_mxfp8_gluon_ms": prepass, "norm_rope_ms": alone}
     click.echo(json.dumps(report, indent=1))
     if json_path:

@@ -7,7 +7,7 @@ given (the H200's 1980 MHz by default: a lower real clock makes the figures pess
 Fused-Softmax design trades: MUFU.EX2 (the exp unit) and F2I against FFMA/FADD (Schraudolph), F2FP (the
 e4m3x2 convert), FMNMX (row maxima), PRMT and SHFL (moving P between the two GEMMs' layouts).
 
-usage: python scripts/lab/microbench_pipes.py [--iters N] [--clock-mhz F] [--json FILE]   (needs a CUDA GPU)
+usage: python benchmarks/lab/microbench_pipes.py [--iters N] [--clock-mhz F] [--json FILE]   (needs a CUDA GPU)
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Real SingleStream queries, as a user measures them: for one schedule in one configuration, `fsbench run
---scenario SingleStream --count 1 --time 0 --profile --warm-up` into its own run folder, then one row appended to
-a JSON list (default results/h200/e2e_queries.json). The warm-up (one untimed step per format before LoadGen
-starts) keeps compilation out of the timed query.
+--scenario SingleStream --count 1 --time 0 --profile --warm-up` into its own run folder OUT/<config>-<schedule>,
+then one row appended to a JSON list (default OUT/queries.json). The warm-up (one untimed step per format before
+LoadGen starts) keeps compilation out of the timed query. The front page's end-to-end tables.
 
 `--schedule` and `--config` may each be given several times: every schedule runs in every configuration. With
 `--gpus N` up to N queries run at once, each alone on its GPU (`CUDA_VISIBLE_DEVICES`; the row records the
@@ -16,8 +16,9 @@ Configurations:
 A row holds `schedule`, `gemm`, `compile`, `vae`, `steps`, `query_s` (LoadGen's latency of the query), `joules`
 (the GPU's energy per video from the run's profile; None where not measured, with `energy_note` saying why) and
 `commit`, plus the run folder and the command. `fsbench compare RUN...` over the run folders builds the Table 6
-latency, speedup and energy columns; `scripts/device_speed.py assemble ... --queries TABLE` prints the error
-of the assembly from parts against these queries.
+latency, speedup and energy columns.
+
+usage: python3 benchmarks/queries.py --out DIR --schedule bf16 --schedule mxfp8 --config optimized [--gpus N]
 """
 from __future__ import annotations
 
@@ -121,19 +122,20 @@ def run_query(model: str, schedule: str, config: str, run: Path, extra: tuple[st
 @click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True,
               help="Queries at once, one per GPU.")
 @click.option("--model", default="a14b-synthetic", show_default=True, help="fsbench run --model.")
-@click.option("--runs", "runs_root", type=click.Path(path_type=Path), default=REPO / "results/runs/e2e",
-              show_default=True, help="Folder of the run folders (one per configuration and schedule).")
-@click.option("--table", type=click.Path(path_type=Path), default=REPO / "results/h200/e2e_queries.json",
-              show_default=True, help="The JSON list a row is appended to.")
+@click.option("--out", "runs_root", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder of the run folders (one per configuration and schedule) and of queries.json.")
+@click.option("--table", type=click.Path(dir_okay=False, path_type=Path),
+              help="The JSON list a row is appended to (default OUT/queries.json).")
 @click.option("--warm-up/--no-warm-up", "warm_up", default=True, show_default=True,
-              help="One untimed step per format before the query (keeps compilation out of it); leave it out only "
-                   "where the query and the warm-up do not fit one command together (the row says so).")
+              help="One untimed step per format before the query (keeps compilation out of it; the row says "
+                   "whether it ran).")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
-def main(schedules: tuple[str, ...], configs: tuple[str, ...], gpus: int, model: str, runs_root: Path, table: Path,
-         warm_up: bool, extra: tuple[str, ...]) -> None:
+def main(schedules: tuple[str, ...], configs: tuple[str, ...], gpus: int, model: str, runs_root: Path,
+         table: Path | None, warm_up: bool, extra: tuple[str, ...]) -> None:
     """Run one real SingleStream query of every SCHEDULE in every CONFIG and append each one's row to TABLE;
     EXTRA arguments go to `fsbench run` (e.g. --height 32 --width 32 --frames 5 --steps 2 with --model tiny)."""
     failed: list[str] = []
+    table = table or runs_root / "queries.json"
     try:
         unknown = [s for s in schedules if s not in builtin_names()]
         if unknown:
@@ -142,7 +144,8 @@ def main(schedules: tuple[str, ...], configs: tuple[str, ...], gpus: int, model:
         runs = {q: runs_root / f"{q[1]}-{q[0]}" for q in queries}
         taken = [str(run) for run in runs.values() if run.exists()]
         if taken:
-            raise FsbenchError(f"{taken[0]} exists: a query's run folder holds one query; move it away or pass --runs")
+            raise FsbenchError(f"{taken[0]} exists: a query's run folder holds one query; move it away or pass another "
+                               "--out")
         read_rows(table)  # a table that cannot take the rows stops the command before the queries, not after
         free: queue.Queue[str] = queue.Queue()
         for gpu in child_gpus(min(gpus, len(queries))):

@@ -13,7 +13,7 @@ Each gets the median ms per call and the median SM clock and board power of the 
 attention ran. If the GEMMs alone bring the call to the pipeline's time, the gap is the clock the power cap
 leaves after GEMM work, not the call.
 
-usage: python3 scripts/lab/attention_between_gemms.py [--seconds 8] [--filler-ms 41.9] [--json FILE]  (a GPU)
+usage: python3 benchmarks/lab/attention_between_gemms.py [--seconds 8] [--filler-ms 41.9] [--json FILE]  (a GPU)
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def main(seconds: float, filler_ms: float, json_path: str | None) -> None:
     clock = Clock(device)
     for _ in range(3):
         row.fn(*args)
-    report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/lab/attention_between_gemms.py"),
+    report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/attention_between_gemms.py"),
               "shape": list(SHAPE), "row": ROW, "filler_ms": filler_ms, "ffn_ms": ffn_ms, "ffns_per_call": ffns,
               "regimes": []}
     with gpu_clock.sampling(50) as samples:

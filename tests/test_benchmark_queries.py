@@ -1,4 +1,4 @@
-"""scripts/e2e_queries.py: one real SingleStream query per invocation, a row per query, compare over the runs."""
+"""benchmarks/queries.py: one real SingleStream query per invocation, a row per query, compare over the runs."""
 from __future__ import annotations
 
 import json
@@ -15,11 +15,11 @@ TINY = ("--model", "tiny", "--height", "32", "--width", "32", "--frames", "5", "
 
 @pytest.fixture(scope="module")
 def script():
-    return load_script("e2e_queries")
+    return load_script("queries", "benchmarks")
 
 
 def _query(script, tmp_path, schedules: tuple[str, ...], config: str, *options: str):
-    args = [*(a for s in schedules for a in ("--schedule", s)), "--config", config, "--runs", str(tmp_path / "runs"),
+    args = [*(a for s in schedules for a in ("--schedule", s)), "--config", config, "--out", str(tmp_path / "runs"),
             "--table", str(tmp_path / "queries.json"), *options, "--model", "tiny", *TINY[2:]]
     return CliRunner().invoke(script.main, args)
 

@@ -5,7 +5,7 @@ are profiled. Run under ncu on the H200 (`scripts/install_offline.sh wheelhouse`
 
   ncu --clock-control none -k regex:attention_kernel --section SpeedOfLight --section ComputeWorkloadAnalysis \\
       --section SchedulerStats --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis \\
-      -o $OUT/attn python3 scripts/lab/ncu_attention.py
+      -o attn python3 benchmarks/lab/ncu_attention.py
 """
 from __future__ import annotations
 

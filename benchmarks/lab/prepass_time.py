@@ -7,7 +7,7 @@ BSHD views); the prepass kernels one by one (torch.profiler); then the whole cal
 and 3 (wider scores: more gate rollbacks). CUDA events, median of 7 calls (5 for the scaled inputs) after 2
 warm-ups. The bench (`fsbench kernels bench`) times whole calls only; this splits them.
 
-usage: python3 scripts/lab/prepass_time.py [--json OUT.json]
+usage: python3 benchmarks/lab/prepass_time.py [--json OUT.json]
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def main(json_path: str | None) -> None:
     def call(fmt: str):
         return lambda q, k, v: triton_attention(q, k, v, fmt, stats=False, kernel=GLUON_KERNEL)
 
-    report = {**provenance(torch.cuda.get_device_name(0), "python3 scripts/lab/prepass_time.py"), "shape": list(SHAPE),
+    report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/prepass_time.py"), "shape": list(SHAPE),
               "formats": {}, "scaled": {}}
     for fmt in ("mxfp8", "mxfp6", "mxfp4"):
         opts = parse_options(fmt, {})
