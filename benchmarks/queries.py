@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Real SingleStream queries, as a user measures them: for one schedule in one configuration, `fsbench run
 --scenario SingleStream --count 1 --time 0 --profile --warm-up` into its own run folder OUT/<config>-<schedule>,
 then one row appended to a JSON list (default OUT/queries.json). The warm-up (one untimed step per format before

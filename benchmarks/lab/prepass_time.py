@@ -46,13 +46,15 @@ def main(json_path: str | None) -> None:
     def call(fmt: str):
         return lambda q, k, v: triton_attention(q, k, v, fmt, stats=False, kernel=GLUON_KERNEL)
 
-    report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/prepass_time.py"), "shape": list(SHAPE),
+    report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/prepass_time.py"),
+              "shape": list(SHAPE),
               "formats": {}, "scaled": {}}
     for fmt in ("mxfp8", "mxfp6", "mxfp4"):
         opts = parse_options(fmt, {})
         row = report["formats"][fmt] = {}
         for layout, qkv in layouts.items():
-            prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts, GLUON_KERNEL), [qkv], 2, 7))
+            prepass = statistics.median(time_ms(lambda q, k, v, opts=opts: quantize(q, k, v, opts, GLUON_KERNEL),
+                                                [qkv], 2, 7))
             whole = statistics.median(time_ms(call(fmt), [qkv], 2, 7))
             row[layout] = {"prepass_ms": prepass, "call_ms": whole, "tflops": flops / whole / 1e9}
             click.echo(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms "

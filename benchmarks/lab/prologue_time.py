@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import click
 
@@ -74,7 +74,8 @@ def main(json_path: str | None) -> None:
                               "norm_rope_kernel_then_prepass": norm_rope_then_prepass})
     alone = interleaved_ms({"compiled_norm_rope": lambda: compiled(xq, xk), "norm_rope_kernel":
                             lambda: norm_rope(xq, xk, pro)})
-    report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/prologue_time.py"), "shape": list(SHAPE),
+    report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/prologue_time.py"),
+              "shape": list(SHAPE),
               "prepass_mxfp8_gluon_ms": prepass, "norm_rope_ms": alone}
     click.echo(json.dumps(report, indent=1))
     if json_path:
