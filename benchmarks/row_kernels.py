@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.harness.run.writer import atomic_write_text, provenance
 
 
 @click.command(help=__doc__)
@@ -54,7 +54,7 @@ def split_rows(selected: list, dims: tuple[int, ...], seconds: float, warm_secon
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from fsbench.harness import gpu_clock
+    from fsbench.harness.measure import clocks
 
     flops = 4 * dims[0] * dims[1] * dims[2] ** 2 * dims[3]
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -67,7 +67,7 @@ def split_rows(selected: list, dims: tuple[int, ...], seconds: float, warm_secon
         while time.time() - start < warm_seconds:
             fn(*qkv)
             torch.cuda.synchronize()
-        with gpu_clock.sampling(50) as samples, profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with clocks.sampling(50) as samples, profile(activities=[ProfilerActivity.CUDA]) as prof:
             begin, calls = time.time(), 0
             while time.time() - begin < seconds:
                 fn(*qkv)
@@ -86,7 +86,7 @@ def split_rows(selected: list, dims: tuple[int, ...], seconds: float, warm_secon
             "attention_tflops": round(flops / statistics.median(attention) / 1e9, 1),
             "other_kernels_ms": round(sum(ms for ms, _ in split[1:]), 3),
             "kernels_ms_per_call": {kernel: round(ms, 4) for ms, kernel in split},
-            "clock": gpu_clock.summarize(samples, begin, end)}
+            "clock": clocks.summarize(samples, begin, end)}
         clock = entry["clock"] or {}
         click.echo(f"{name:<24} attention kernel {entry['attention_ms']:.2f} ms ({entry['attention_tflops']:.1f} "
                    f"TFLOP/s), other kernels {entry['other_kernels_ms']:.2f} ms per call, at "

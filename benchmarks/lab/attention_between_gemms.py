@@ -5,7 +5,7 @@ Inside a real A14B query an mxfp8 self-attention call took 138.4 ms at 1665 MHz,
 to back, took 133.2 ms at 1740 MHz: the same clock cycles at a lower clock (results/README.md). This runs that op
 (`gluon-fused-mxfp8-op` at (1,40,75600,128)) three ways for --seconds each:
   back_to_back   one call after another, as the bench runs it;
-  after_gemms    each call after A14B FFNs in FP8 (`harness.fp8_linear`, 5120 -> 13824 -> 5120 over 75600
+  after_gemms    each call after A14B FFNs in FP8 (`harness.model.fp8_linear`, 5120 -> 13824 -> 5120 over 75600
                  tokens), as many as take --filler-ms: the pipeline's time outside self-attention per call
                  (3.349 s per step over 80 calls = 41.9 ms);
   after_idle     each call after the GPU idled for --filler-ms.
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness import gpu_clock
-from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.harness.measure import clocks
+from fsbench.harness.run.writer import atomic_write_text, provenance
 
 SHAPE = (1, 40, 75600, 128)
 ROW = "gluon-fused-mxfp8-op"
@@ -38,7 +38,7 @@ def _ffn(device):
     import torch
     from torch import nn
 
-    from fsbench.harness.fp8_linear import Fp8Linear
+    from fsbench.harness.model.fp8_linear import Fp8Linear
 
     dim, hidden = FFN
     up, down = (Fp8Linear(nn.Linear(a, b, dtype=torch.bfloat16, device=device)) for a, b in ((dim, hidden),
@@ -60,7 +60,7 @@ def _median_ms(fn, repeats: int) -> float:
 def main(seconds: float, filler_ms: float, json_path: str | None) -> None:
     import torch
 
-    from fsbench.harness.profile import Clock
+    from fsbench.harness.measure.profile import Clock
     from fsbench.kernels.tools import bench
 
     device = torch.device("cuda")
@@ -78,7 +78,7 @@ def main(seconds: float, filler_ms: float, json_path: str | None) -> None:
     report = {**provenance(torch.cuda.get_device_name(0), "python3 benchmarks/lab/attention_between_gemms.py"),
               "shape": list(SHAPE), "row": ROW, "filler_ms": filler_ms, "ffn_ms": ffn_ms, "ffns_per_call": ffns,
               "regimes": []}
-    with gpu_clock.sampling(50) as samples:
+    with clocks.sampling(50) as samples:
         windows = []
         for regime in REGIMES:
             anchor, marks = clock.anchor(), []
@@ -94,8 +94,8 @@ def main(seconds: float, filler_ms: float, json_path: str | None) -> None:
     for regime, settled, spans, times in windows:
         kept = [(span, ms) for span, ms in zip(spans, times) if span[0] >= settled]  # the first second: clock ramp
         entry = {"regime": regime, "calls": len(kept), "ms": statistics.median(ms for _, ms in kept),
-                 "during_attention": gpu_clock.summarize(
-                     [s for s, hit in zip(samples, gpu_clock.in_spans(samples, [span for span, _ in kept])) if hit])}
+                 "during_attention": clocks.summarize(
+                     [s for s, hit in zip(samples, clocks.in_spans(samples, [span for span, _ in kept])) if hit])}
         report["regimes"].append(entry)
         during = entry["during_attention"]
         click.echo(f"{regime:<13} {entry['ms']:7.2f} ms a call over {entry['calls']:3d} calls  " + (

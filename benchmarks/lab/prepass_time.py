@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.harness.run.writer import atomic_write_text, provenance
 
 SHAPE = (1, 40, 75600, 128)
 

@@ -30,8 +30,8 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.harness.results import atomic_write, atomic_write_text
-from fsbench.harness.schedule import ResolvedSchedule
+from fsbench.harness.run.writer import atomic_write, atomic_write_text
+from fsbench.harness.precision.schedule import ResolvedSchedule
 from fsbench.kernels import op
 from fsbench.kernels.prologue import Prologue
 from fsbench.kernels.prologue import apply as apply_prologue

@@ -7,8 +7,8 @@ the benchmark, not part of a query's input; positive prompts are encoded in ever
 Options (recorded in the manifest): `compile` (torch.compile of the repeated transformer blocks with
 `fullgraph=True`: the self-attention call, its q/k RMSNorm and RoPE included, is the custom op
 `torch.ops.fsbench.self_attention` inside the graphs, one graph per format of the schedule), `gemm` (bf16 |
-fp8: the blocks' linears through `harness.fp8_linear`), `vae` (fp32 | bf16 decode), `offload` (the text encoder
-and the idle expert in pinned host memory, `harness.offload`: the videos are the same, the GPU holds less).
+fp8: the blocks' linears through `harness.model.fp8_linear`), `vae` (fp32 | bf16 decode), `offload` (the text encoder
+and the idle expert in pinned host memory, `harness.model.offload`: the videos are the same, the GPU holds less).
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class SpeedOptions:
 
 def apply(pipe: Any, opts: SpeedOptions) -> dict[str, Any]:
     """Transform `pipe` in place for `opts`; returns the record the manifest keeps."""
-    from fsbench.harness import fp8_linear
+    from fsbench.harness.model import fp8_linear
 
     experts = [pipe.transformer, pipe.transformer_2]
     record: dict[str, Any] = {**asdict(opts), "sdpa_priority": sdpa_priority_names(pipe.device),
@@ -71,7 +71,7 @@ def apply(pipe: Any, opts: SpeedOptions) -> dict[str, Any]:
         record["compiled"] = ("WanTransformerBlock (regional, torch.compile default mode, fullgraph; "
                               "self-attention as the op fsbench::attention inside the graph)")
     if opts.offload:
-        from fsbench.harness import offload
+        from fsbench.harness.model import offload
 
         held = offload.install(pipe)
         record["host_offload"] = {"parts": list(held.modules), "pinned_bytes": held.host_bytes()}

@@ -9,7 +9,7 @@ With compiled blocks (`--compile`) module hooks would break the graphs, so only 
 split out (the op `fsbench::attention` runs its body eagerly inside the graphs, where the router's core times
 it); GEMMs and cross-attention then count as `rest`.
 
-Energy (`harness.energy`): the GPU's joules over each video and over its denoising loop are measured (NVML's
+Energy (`harness.measure.energy`): the GPU's joules over each video and over its denoising loop are measured (NVML's
 energy counter, else nvidia-smi's power integrated over time), with one device sync at each of the four marks.
 A step's joules are the loop's joules split in proportion to the steps' device time, and a step's
 self-attention joules are its share of them: at the 700 W cap the power is nearly constant, so time stands for
@@ -17,7 +17,7 @@ energy within the loop. On a CPU the energy fields are None and `energy.reason` 
 
 Clock: under the power cap a kernel runs at the clock its power draw allows, so the same call can take longer in
 the pipeline than on the bench without any overhead. nvidia-smi samples the SM clock and power every 50 ms
-(`harness.gpu_clock`); an event recorded right after a device sync maps the CUDA events onto the samples' time, and
+(`harness.measure.clocks`); an event recorded right after a device sync maps the CUDA events onto the samples' time, and
 each sample counts for self-attention or for the rest of the denoising loop by when it was taken.
 
 Memory: beside each video's peak (torch.cuda.max_memory_allocated), the memory held when it starts and the peak
@@ -39,10 +39,10 @@ from torch import nn
 
 from fsbench import kernels
 from fsbench.errors import FsbenchError
-from fsbench.harness import gpu_clock
-from fsbench.harness.attention import SelfAttentionCall
-from fsbench.harness.energy import Meter
-from fsbench.harness.results import atomic_write_text
+from fsbench.harness.measure import clocks as gpu_clock
+from fsbench.harness.precision.router import SelfAttentionCall
+from fsbench.harness.measure.energy import Meter
+from fsbench.harness.run.writer import atomic_write_text
 from fsbench.kernels.registry import SDPA
 
 PARTS = ("self_attention", "cross_attention", "gemm")
@@ -205,7 +205,7 @@ class Profiler:
                        expert.register_forward_hook(post, with_kwargs=True).remove]
 
     def _hook_gemms(self, expert: nn.Module) -> None:
-        from fsbench.harness.fp8_linear import Fp8Linear
+        from fsbench.harness.model.fp8_linear import Fp8Linear
 
         for module in expert.modules():
             if isinstance(module, (nn.Linear, Fp8Linear)):

@@ -1,6 +1,6 @@
 """`fsbench.apply(pipe, schedule="hybrid")`: a precision schedule on anyone's diffusers Wan pipeline, in one call.
 
-The same router as `fsbench run` (harness.attention) goes on every self-attention of the pipeline's experts. The
+The same router as `fsbench run` (harness.precision.router) goes on every self-attention of the pipeline's experts. The
 step count is learnt at call time: at the first expert forward of a pipeline call, the schedule is resolved for
 that call's `num_inference_steps` (the length of the scheduler's timesteps), and every forward's step is the
 position of its timestep among them. So `pipe(prompt, num_inference_steps=20)` runs the 20-step schedule with
@@ -13,9 +13,9 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.attention import Capture, SelfAttentionRouter, per_step
-from fsbench.harness.schedule import ResolvedSchedule, Schedule
-from fsbench.harness.schedule import load as load_schedule
+from fsbench.harness.precision.router import Capture, SelfAttentionRouter, per_step
+from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule
+from fsbench.harness.precision.schedule import load as load_schedule
 from fsbench.kernels.registry import RUN_CHOICES
 
 
@@ -95,7 +95,7 @@ def apply(pipe: Any, schedule: str | Schedule = "hybrid", impl: str = "auto", *,
     for its own `num_inference_steps`. Also registers the kernels as diffusers attention backends where diffusers
     has the registry.
     """
-    from fsbench.harness import diffusers_backends
+    from fsbench.harness.precision import diffusers_backends
 
     if impl not in RUN_CHOICES:
         raise FsbenchError(f"impl {impl!r}: choose one of {', '.join(RUN_CHOICES)}")

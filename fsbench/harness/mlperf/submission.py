@@ -10,7 +10,7 @@
         TEST04/verify_performance.txt  TEST04/performance/run_1/mlperf_log_{summary,detail}.txt  (when run)
 
 The tree is built in a staging folder next to its destination and checked with every rule of
-`harness.submission_rules`; only a tree without errors replaces `ROOT/<division>/<submitter>`, so a refused
+`harness.mlperf.rules`; only a tree without errors replaces `ROOT/<division>/<submitter>`, so a refused
 package never leaves a half-written or stale submission behind.
 """
 from __future__ import annotations
@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import accuracy_log, artifacts, system_desc, test04
-from fsbench.harness.dataset import LATENT_FILE, LATENT_GIT_BLOB
-from fsbench.harness.results import atomic_write_text
-from fsbench.harness.submission_rules import SCENARIOS, Problem, check, read_mllog
+from fsbench.harness.mlperf import accuracy_log, compliance, system as system_desc
+from fsbench.harness.run import made_with
+from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB
+from fsbench.harness.run.writer import atomic_write_text
+from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check, read_mllog
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
 
 DIVISIONS = ("open", "closed")
@@ -201,7 +202,7 @@ def _scenario(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
         test_run, test_manifest = src.test04
         test_logs = test04_dir(test_run, test_manifest["system"], src.scenario)
         _copy_logs(test_logs, folder / "TEST04" / "performance" / "run_1")
-        verdict = test04.verify_performance(perf_logs / "mlperf_log_summary.txt", test_logs / "mlperf_log_summary.txt")
+        verdict = compliance.verify_performance(perf_logs / "mlperf_log_summary.txt", test_logs / "mlperf_log_summary.txt")
         atomic_write_text(folder / "TEST04" / "verify_performance.txt", verdict)
     atomic_write_text(folder / "user.conf", _user_conf(src.scenario, values))
     atomic_write_text(folder / "README.md", _scenario_readme(src, manifest, verdict))
@@ -236,7 +237,7 @@ def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
                                            "generate it; rerun the accuracy pass over all 248 prompts"))
             continue
         try:
-            artifacts.probe(video)
+            made_with.probe(video)
         except ValueError as exc:
             problems.append(Problem(where, f"audit video {idx}.mp4: {exc}; rerun the accuracy pass, which "
                                            "regenerates it"))

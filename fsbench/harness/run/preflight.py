@@ -87,7 +87,7 @@ def _packages() -> list[Check]:
 
 
 def _model(model: str) -> Check:
-    from fsbench.harness import pipeline
+    from fsbench.harness.model import pipeline
 
     if model in pipeline.SYNTHETIC:
         return Check("model", True, f"{model} (built in, random weights)", needed_by=("run",))
@@ -98,7 +98,7 @@ def _model(model: str) -> Check:
 
 
 def _data(model: str) -> list[Check]:
-    from fsbench.harness import dataset
+    from fsbench.harness.run import dataset
 
     folder = os.environ.get("FSBENCH_DATA")
     prompts = Path(folder or ".") / dataset.PROMPTS_FILE

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fsbench import rundir
-from fsbench.harness import results
+from fsbench.harness.run import writer
 
 
 def made_with(model: str, settings: Mapping[str, Any], latent_sha256: str, schedule_spec: str, impl: str,
@@ -51,7 +51,7 @@ def record(video: Path, digest: str, expected: tuple[int, int, int], kernels: Ma
     found = probe(video)
     if found != expected:
         raise RuntimeError(f"{video} decodes to {found} (frames, height, width), not {expected}")
-    results.atomic_write_text(sidecar(video), json.dumps(
+    writer.atomic_write_text(sidecar(video), json.dumps(
         {"made_with": digest, "sha256": rundir.file_sha256(video), "frames": found[0], "height": found[1],
          "width": found[2], "attention_kernels": dict(sorted(kernels.items()))}, indent=1) + "\n")
 

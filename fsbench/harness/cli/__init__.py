@@ -1,5 +1,5 @@
-"""The `fsbench` command line: one click group; each subcommand family lives in its own `cli_*` module, which
-defines its commands and knows nothing of this group."""
+"""The `fsbench` command line: one click group; each subcommand family lives in its own module of this package,
+which defines its commands and knows nothing of this group."""
 from __future__ import annotations
 
 import sys
@@ -9,7 +9,8 @@ import click
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_doctor, cli_eval, cli_kernels, cli_run, cli_submission, logs
+from fsbench.harness.cli import doctor, evaluate, kernels as cli_kernels, run as cli_run, submission as cli_submission
+from fsbench.harness.run import logs
 
 
 class _Fsbench(click.Group):
@@ -66,6 +67,6 @@ def main(verbose: int, quiet: bool) -> None:
     logs.configure(verbose, quiet)
 
 
-for _command in (cli_run.run, cli_run.sweep, cli_run.schedules, cli_eval.eval_cmd, cli_eval.compare,
-                 cli_kernels.kernels, cli_submission.submission, cli_doctor.doctor_cmd):
+for _command in (cli_run.run, cli_run.sweep, cli_run.schedules, evaluate.eval_cmd, evaluate.compare,
+                 cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd):
     main.add_command(_command)

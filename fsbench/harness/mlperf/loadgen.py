@@ -44,7 +44,7 @@ class LoadgenOptions:
     time_s: float | None = None          # min_duration
     target_latency_ms: float | None = None
     target_qps: float | None = None
-    audit: str | None = None             # "TEST04": LoadGen reads harness.test04.AUDIT_CONFIG
+    audit: str | None = None             # "TEST04": LoadGen reads harness.mlperf.compliance.AUDIT_CONFIG
 
     def overrides(self) -> dict[str, Any]:
         return {k: v for k, v in (("count", self.count), ("time_s", self.time_s),
@@ -143,7 +143,7 @@ def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, l
     try:
         audit_config = ""
         if opts.audit:  # outside the staging folder, so audit.config never lands among the logs
-            from fsbench.harness.test04 import AUDIT_CONFIG
+            from fsbench.harness.mlperf.compliance import AUDIT_CONFIG
 
             audit_config = str(staging.with_suffix(".audit.config"))
             Path(audit_config).write_text(AUDIT_CONFIG, encoding="utf-8")

@@ -9,7 +9,8 @@ import click
 from tqdm import tqdm
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_types, runlock
+from fsbench.harness.cli import params
+from fsbench.harness.run import lock as runlock
 
 ALL_METRICS = ("psnr", "ssim", "lpips", "vbench")
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -37,34 +38,34 @@ def _warn(text: str) -> None:
 @click.argument("run", type=RUN_DIR)
 @click.option("--reference", type=RUN_DIR, help="The BF16 run of the same prompts and settings (for PSNR/SSIM/LPIPS).")
 @click.option("--metrics", default=",".join(ALL_METRICS), show_default=True, help="Comma-separated subset.")
-@click.option("--workers", type=cli_types.PROCESSES, default=None,
+@click.option("--workers", type=params.PROCESSES, default=None,
               help="Processes for PSNR/SSIM/LPIPS [default: all cores, at most 32].")
-@click.option("--gpus", type=cli_types.PROCESSES,
+@click.option("--gpus", type=params.PROCESSES,
               help="Score PSNR/SSIM/LPIPS on N processes, one per GPU, each a share of the prompts, and deal "
                    "VBench's dimensions over the N GPUs [default: 1, or torchrun's WORLD_SIZE].")
 def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | None, gpus: int | None) -> None:
     """Score RUN's videos against the BF16 run and with VBench; results go to RUN/eval/ (reruns resume)."""
     from fsbench.eval import weights
     from fsbench.eval.runs import Run
-    from fsbench.harness import parallel_eval
+    from fsbench.harness.parallel import scoring
 
     chosen = _parse_metrics(metrics)
-    ranks = parallel_eval.processes(gpus)
+    ranks = scoring.processes(gpus)
     fidelity_metrics = [m for m in chosen if m != "vbench"]
     run_folder = Run.open(run)
     incomplete: list[str] = []
     if fidelity_metrics and reference is None:
         raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
     # RUN/eval/ has one writer job, never while a run writes the videos: rank 0 holds the lock for every rank
-    with runlock.hold(run_folder.path) if parallel_eval.leads() else contextlib.nullcontext():
+    with runlock.hold(run_folder.path) if scoring.leads() else contextlib.nullcontext():
         if fidelity_metrics and ranks > 1:
-            parallel_eval.score_fidelity(run, reference, fidelity_metrics, ranks)
-        if not parallel_eval.leads():
+            scoring.score_fidelity(run, reference, fidelity_metrics, ranks)
+        if not scoring.leads():
             return  # a torchrun rank other than 0: its share is in RUN/eval/, rank 0 summarizes and runs VBench
         if fidelity_metrics:
             incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
         if "vbench" in chosen:
-            incomplete += _vbench(run_folder, parallel_eval.local_processes(ranks))
+            incomplete += _vbench(run_folder, scoring.local_processes(ranks))
     click.echo(f"results: {run_folder.eval_dir}")
     if any("weights missing" in item for item in incomplete):
         _warn(weights.FETCH_HINT)
@@ -125,9 +126,9 @@ def _vbench(run, gpus: int) -> list[str]:
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
-@click.option("--out", type=cli_types.OutPath(file_okay=False), default=Path("results/runs/compare"),
+@click.option("--out", type=params.OutPath(file_okay=False), default=Path("results/runs/compare"),
               show_default=True, help="Folder for compare.{md,csv,json}, speedup.png and frames.png.")
-@click.option("--frame", type=cli_types.NON_NEGATIVE_INT, default=None,
+@click.option("--frame", type=params.NON_NEGATIVE_INT, default=None,
               help="Frame for the grid [default: 40, or the middle of shorter videos].")
 @click.option("--prompts", multiple=True,
               help="A prompt for the frame grid (repeat for more) [default: the paper's two].")

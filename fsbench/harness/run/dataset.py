@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.presets import Settings
-from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.harness.run.presets import Settings
+from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import video_name
 
 PROMPTS_FILE = "vbench_prompts.txt"

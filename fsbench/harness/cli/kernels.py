@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_types
-from fsbench.harness.results import atomic_write_text, provenance
+from fsbench.harness.cli import params
+from fsbench.harness.run.writer import atomic_write_text, provenance
 from fsbench.kernels import registry
 
 MAX_ABLATION_SCORES = 2**30  # B*H*S*S: the emulator holds the full score matrix
@@ -41,16 +41,16 @@ def proxy_table(as_json: bool) -> None:
 
 
 @kernels.command()
-@click.option("--shape", default="1,1,1024,128", show_default=True, callback=cli_types.shape,
+@click.option("--shape", default="1,1,1024,128", show_default=True, callback=params.shape,
               help="B,H,S,D of the normal inputs.")
 @click.option("--seeds", default=1, show_default=True, type=click.IntRange(min=1), help="Inputs to average over.")
 @click.option("--first-seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Seed of the first input (to add seeds to an earlier run with ablation-merge).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, callback=cli_types.comma_list(),
+@click.option("--formats", default="bf16,mxfp8,mxfp6,mxfp4", show_default=True, callback=params.comma_list(),
               help="Columns to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
-@click.option("--out", type=cli_types.OutPath(dir_okay=False),
+@click.option("--out", type=params.OutPath(dir_okay=False),
               help="Also write the JSON to this file (after every seed).")
 def ablation(shape: tuple[int, int, int, int], seeds: int, first_seed: int, device: str, formats: tuple[str, ...],
              as_json: bool, out: Path | None) -> None:
@@ -86,7 +86,7 @@ ABLATION_KEYS = {"shape", "formats", "rows", "seeds", "device"}
 
 @kernels.command("ablation-merge")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=cli_types.OutPath(dir_okay=False), required=True, help="The merged JSON.")
+@click.option("--out", type=params.OutPath(dir_okay=False), required=True, help="The merged JSON.")
 def ablation_merge(parts: tuple[Path, ...], out: Path) -> None:
     """Average ablation JSONs of consecutive seed ranges (same shape and formats) into one."""
     from fsbench.kernels.tools.ablation import format_ablation, merge_ablations
@@ -124,17 +124,17 @@ def _need_hopper() -> str:
 
 
 @kernels.command("bench")
-@click.option("--shape", "shapes", multiple=True, callback=cli_types.shape,
+@click.option("--shape", "shapes", multiple=True, callback=params.shape,
               help="b,h,s,d (repeatable); default (1,40,75600,128) and (1,24,32768,128)")
 @click.option("--rows", "row_names", default="", help="comma-separated row names (default: all; --list shows them)")
 @click.option("--list", "list_rows", is_flag=True, help="print the row names and exit (needs no GPU)")
-@click.option("--repeats", default=7, show_default=True, type=cli_types.POSITIVE_INT,
+@click.option("--repeats", default=7, show_default=True, type=params.POSITIVE_INT,
               help="timed calls per row (median reported)")
 @click.option("--emulate/--no-emulate", default=True, show_default=True,
               help="also measure the emulator's error at shapes of at most 32768 keys")
-@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the results as JSON here")
-@click.option("--markdown", "md_path", type=cli_types.OutPath(dir_okay=False), help="write a markdown table here")
-@click.option("--clock-seconds", type=cli_types.non_negative_float(3600.0), default=0, show_default=True,
+@click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the results as JSON here")
+@click.option("--markdown", "md_path", type=params.OutPath(dir_okay=False), help="write a markdown table here")
+@click.option("--clock-seconds", type=params.non_negative_float(3600.0), default=0, show_default=True,
               help="then run each row back to back this long, with its SM clock, power and TFLOP/J (the 700 W cap)")
 @click.option("--interleave", is_flag=True,
               help="time the rows round-robin, each once per repeat, so clock drift reaches all alike (no emulator)")
@@ -204,11 +204,11 @@ def _holder(seconds: float):
     the TFLOP/J they give (None for 0)."""
     if not seconds:
         return None
-    from fsbench.harness import gpu_clock
+    from fsbench.harness.measure import clocks
     from fsbench.kernels.tools.bench import tflop_per_joule
 
     def hold(fn, args, flops):
-        held = gpu_clock.back_to_back(fn, args, seconds, flops)
+        held = clocks.back_to_back(fn, args, seconds, flops)
         return {**held, "tflop_per_j": tflop_per_joule(held.get("tflops"), held.get("power_w"))}
     return hold
 
@@ -229,10 +229,10 @@ def plot_sweep(json_path: Path, png: Path) -> None:
 
 
 @kernels.command("check")
-@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True, callback=cli_types.comma_list())
+@click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True, callback=params.comma_list())
 @click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
               help="which kernel to check")
-@click.option("--json", "json_path", type=cli_types.OutPath(dir_okay=False), help="write the rows as JSON here")
+@click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the rows as JSON here")
 def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an sm_90 GPU)."""
     from fsbench.kernels.tools import check as kcheck

@@ -6,8 +6,8 @@ from pathlib import Path
 import click
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_types
-from fsbench.harness.submission_rules import Problem
+from fsbench.harness.cli import params
+from fsbench.harness.mlperf.rules import Problem
 
 
 def _print(problems: list[Problem]) -> int:
@@ -21,10 +21,10 @@ def _print(problems: list[Problem]) -> int:
 @click.command()
 @click.option("--runs", "runs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Run folder(s) written by `fsbench run` (repeat --runs, or list them after one --runs).")
-@click.option("--out", type=cli_types.OutPath(file_okay=False), help="Submission root (ROOT).")
+@click.option("--out", type=params.OutPath(file_okay=False), help="Submission root (ROOT).")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open", show_default=True)
-@click.option("--submitter", type=cli_types.NAME, help="Organisation name (the folder under the division).")
-@click.option("--system", type=cli_types.NAME, help="System name (systems/<system>.json and results/<system>/).")
+@click.option("--submitter", type=params.NAME, help="Organisation name (the folder under the division).")
+@click.option("--system", type=params.NAME, help="System name (systems/<system>.json and results/<system>/).")
 @click.option("--system-toml", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="TOML file whose `key = value` lines override the detected system description.")
 @click.option("--check", "check_root", type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -34,17 +34,17 @@ def submission(runs: tuple[Path, ...], out: Path | None, division: str, submitte
                system_toml: Path | None, check_root: Path | None, more_runs: tuple[Path, ...]) -> None:
     """Assemble ROOT/<division>/<submitter>/ from RUN folders (refused, with every failing rule, when the
     tree could not pass the MLPerf checker), or with --check ROOT only report on an existing tree."""
-    from fsbench.harness import submission_rules
+    from fsbench.harness.mlperf import rules
 
     if check_root is not None:
-        problems = submission_rules.check(check_root)
+        problems = rules.check(check_root)
         errors = _print(problems)
         if errors:
             raise FsbenchError(f"{errors} error(s) in {check_root}: fix them (each line says how) and rerun "
                                "`fsbench submission --check`")
         click.echo(f"{check_root}: no errors ({len(problems)} warning(s))")
         return
-    from fsbench.harness import submission as builder
+    from fsbench.harness.mlperf import submission as builder
 
     all_runs = [*runs, *more_runs]
     missing = [flag for flag, value in (("--runs", all_runs), ("--out", out), ("--submitter", submitter),

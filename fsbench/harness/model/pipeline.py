@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.presets import Settings
-from fsbench.harness.tiny import CONFIGS
+from fsbench.harness.run.presets import Settings
+from fsbench.harness.model.synthetic import CONFIGS
 
 SYNTHETIC = tuple(CONFIGS)
 CHECKPOINT_PARTS = ("scheduler", "text_encoder", "tokenizer", "transformer", "transformer_2", "vae")
@@ -129,7 +129,7 @@ def _synthetic(name: str, settings: Settings, device: torch.device, dtype: torch
     from diffusers.models.transformers.transformer_wan import WanRotaryPosEmbed
     from transformers import UMT5Config, UMT5EncoderModel
 
-    from fsbench.harness.tiny import build_tokenizer
+    from fsbench.harness.model.synthetic import build_tokenizer
 
     cfg = CONFIGS[name]
     with torch.random.fork_rng(devices=[torch.cuda.current_device()] if device.type == "cuda" else []):

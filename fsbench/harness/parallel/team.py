@@ -4,8 +4,8 @@ GPUs, gloo for control messages and for everything on a CPU), only rank 0 talks 
 - Offline: N data-parallel pipeline replicas. Rank 0's SUT answers LoadGen's samples from N threads; each thread
   takes an idle replica (its own pipeline, or rank r through a private gloo channel) and the replica writes the video.
 - SingleStream: all N ranks compute each query together, `cfg` (1 or 2) x `ulysses` ranks: rank 0 broadcasts the
-  prompt index, the "cfg" groups split the cond/uncond passes (harness.cfg_parallel), the "ulysses" groups split the
-  sequence (harness.ulysses). Every rank holds the same weights and latent, as the hooks require.
+  prompt index, the "cfg" groups split the cond/uncond passes (harness.parallel.cfg), the "ulysses" groups split the
+  sequence (harness.parallel.ulysses). Every rank holds the same weights and latent, as the hooks require.
 - A sweep is a series of Offline AccuracyOnly passes, one per schedule, served by the same replicas: the pipelines
   load once, each pass's prompts are shared among the replicas as they fall idle, every video is written once by
   the replica that made it (atomically), and rank 0's one progress bar counts the videos of all ranks. A resumed
@@ -35,10 +35,12 @@ import torch
 import torch.distributed as dist
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import loadgen_driver, pipeline, runner, speed
-from fsbench.harness.attention import Capture, SelfAttentionRouter
-from fsbench.harness.schedule import ResolvedSchedule
-from fsbench.harness.tiny import CONFIGS
+from fsbench.harness.mlperf import loadgen
+from fsbench.harness.model import options as speed, pipeline
+from fsbench.harness.run import orchestrator
+from fsbench.harness.precision.router import Capture, SelfAttentionRouter
+from fsbench.harness.precision.schedule import ResolvedSchedule
+from fsbench.harness.model.synthetic import CONFIGS
 
 TIMEOUT_ENV = "FSBENCH_DIST_TIMEOUT"  # seconds a rank waits in one collective or for one video (default 1800)
 _CPU = torch.device("cpu")
@@ -91,7 +93,7 @@ def process_count(gpus: int | None, cuda: bool) -> int:
     return n
 
 
-def plan(scenario: str, spec: runner.RunSpec, gpus: int | None, cfg: int | None, ulysses: int | None,
+def plan(scenario: str, spec: orchestrator.RunSpec, gpus: int | None, cfg: int | None, ulysses: int | None,
          device: str = "auto", capture: bool = False) -> Layout:
     """Check the parallel options against the scenario, the model and this host before any work starts."""
     resolved = pipeline.default_device() if device == "auto" else torch.device(device)
@@ -137,8 +139,8 @@ def num_heads(model: str) -> int:
 class Job:
     """Everything a rank needs (picklable: spawned workers get a copy)."""
 
-    spec: runner.RunSpec
-    opts: loadgen_driver.LoadgenOptions
+    spec: orchestrator.RunSpec
+    opts: loadgen.LoadgenOptions
     run: Path
     system: str
     impl: str
@@ -161,7 +163,7 @@ def launch_passes(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]
     `on_summary(job, summary)` is called on rank 0 as each pass finishes."""
     if torchrun_world() is None or int(os.environ["RANK"]) == 0:
         for job in jobs:
-            runner.open_run_dir(job.run, job.spec, job.system, torch.device(job.layout.device))
+            orchestrator.open_run_dir(job.run, job.spec, job.system, torch.device(job.layout.device))
     if torchrun_world() is not None:
         rank = int(os.environ["RANK"])
         return _serve(rank, int(os.environ["LOCAL_RANK"]), tuple(jobs), "env://", on_summary if rank == 0 else None)
@@ -235,7 +237,7 @@ def _serve(rank: int, local_rank: int, jobs: tuple[Job, ...], init_method: str,
                             world_size=layout.processes, timeout=timeout)
     try:
         team = Team(jobs[0], rank, device)
-        pipe = runner.load_pipeline(jobs[0].spec, device)
+        pipe = orchestrator.load_pipeline(jobs[0].spec, device)
         team.parallelize(pipe)
         record = speed.apply(pipe, jobs[0].speed)
         if rank != 0:
@@ -247,7 +249,7 @@ def _serve(rank: int, local_rank: int, jobs: tuple[Job, ...], init_method: str,
                 if rank != 0:
                     team.follow(pipe)
                     continue
-                summary = runner.run_scenario(pipe, job.spec, job.run, job.system, job.opts, impl=job.impl,
+                summary = orchestrator.run_scenario(pipe, job.spec, job.run, job.system, job.opts, impl=job.impl,
                                               profile=job.profile, speed=record, team=team)
                 summaries.append(summary)
                 if on_summary is not None:
@@ -279,7 +281,7 @@ class Team:
 
     def parallelize(self, pipe: Any) -> None:
         """SingleStream: the sequence split and the CFG split on both experts (Offline replicas need nothing)."""
-        from fsbench.harness import cfg_parallel, ulysses
+        from fsbench.harness.parallel import cfg as cfg_parallel, ulysses
 
         if self.single_stream and self.job.layout.ulysses > 1:
             self.parallel_config = ulysses.shard_sequence(pipe, self.mesh, self.rank, self.job.layout.processes,
@@ -289,7 +291,7 @@ class Team:
 
     def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None) -> SelfAttentionRouter:
         """The attention router for this rank: Ulysses-aware when the sequence is split."""
-        from fsbench.harness.ulysses import UlyssesRouter
+        from fsbench.harness.parallel.ulysses import UlyssesRouter
 
         if self.parallel_config is None:
             return SelfAttentionRouter(schedule, impl=impl, capture=capture)
@@ -305,7 +307,7 @@ class Team:
         return record
 
     @contextlib.contextmanager
-    def serve(self, generator: runner.VideoGenerator) -> Iterator[tuple[Callable[[int], str], int]]:
+    def serve(self, generator: orchestrator.VideoGenerator) -> Iterator[tuple[Callable[[int], str], int]]:
         """Rank 0: `(generate, concurrency)` for LoadGen's SUT; on exit the other ranks are released."""
         if self.single_stream:
             yield self._lead(generator), 1
@@ -317,7 +319,7 @@ class Team:
         finally:
             self.pool.release()
 
-    def _lead(self, generator: runner.VideoGenerator) -> Callable[[int], str]:
+    def _lead(self, generator: orchestrator.VideoGenerator) -> Callable[[int], str]:
         def generate(index: int) -> str:
             if not generator.can_reuse(index):
                 dist.broadcast_object_list([index], src=0, device=_CPU)
@@ -331,11 +333,11 @@ class Team:
         router.install(pipe)
         try:
             if self.single_stream:
-                generator = runner.VideoGenerator(pipe, job.spec, job.run, router, reuse=False)
+                generator = orchestrator.VideoGenerator(pipe, job.spec, job.run, router, reuse=False)
                 while (index := _receive_broadcast()) is not None:
                     generator.frames(index)
             else:
-                generator = runner.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
+                generator = orchestrator.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
                                                   made_with=job.spec.made_with(job.impl, asdict(job.speed)))
                 _answer_samples(generator, self.channels[self.rank])
         finally:
@@ -348,7 +350,7 @@ def _receive_broadcast() -> Any:
     return message[0]
 
 
-def _answer_samples(generator: runner.VideoGenerator, channel: Any) -> None:
+def _answer_samples(generator: orchestrator.VideoGenerator, channel: Any) -> None:
     """A replica's loop: a sample index in, (video path, reused, error) out, until None arrives."""
     while True:
         message = [None]
@@ -366,7 +368,7 @@ def _answer_samples(generator: runner.VideoGenerator, channel: Any) -> None:
 class _ReplicaPool:
     """Rank 0's view of the replicas: each sample goes to an idle one; remote ones report over their channel."""
 
-    def __init__(self, local: runner.VideoGenerator, channels: dict[int, Any]):
+    def __init__(self, local: orchestrator.VideoGenerator, channels: dict[int, Any]):
         self.local, self.channels = local, channels
         self.idle: queue.Queue[int] = queue.Queue()
         for rank in (0, *channels):

@@ -1,11 +1,11 @@
 """The GPU's energy over a window of a run, in joules: NVML's energy counter where the driver has one, else the
-board power sampled by `nvidia-smi` (`harness.gpu_clock`) and integrated over time; none on a CPU.
+board power sampled by `nvidia-smi` (`harness.measure.clocks`) and integrated over time; none on a CPU.
 
 NVML's `nvmlDeviceGetTotalEnergyConsumption` counts millijoules since the driver loaded (Volta and later), so a
 window's energy is the difference of two readings. Readings are taken on the host, so `Window.mark()` first waits
 for the device: a mark then stands for all the work queued before it. Under the H200's 700 W cap the whole
 pipeline runs at nearly constant power, so the profiler can split a measured window's joules over its parts in
-proportion to their device time (`harness.profile` says which figures are measured and which are split).
+proportion to their device time (`harness.measure.profile` says which figures are measured and which are split).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fsbench.harness import gpu_clock
+from fsbench.harness.measure import clocks as gpu_clock
 
 NVML = "nvml energy counter"
 SAMPLED = "nvidia-smi power samples"

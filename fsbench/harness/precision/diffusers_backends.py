@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.harness.schedule import FORMATS
+from fsbench.harness.precision.schedule import FORMATS
 
 PREFIX = "fsbench_"
 MX_FORMATS = tuple(f for f in FORMATS if f != "bf16")

@@ -9,10 +9,14 @@ import click
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_types, distributed, loadgen_driver, logs, runlock, runner, speed
-from fsbench.harness.presets import preset_names
-from fsbench.harness.schedule import builtin_names
-from fsbench.harness.schedule import load as load_schedule
+from fsbench.harness.cli import params
+from fsbench.harness.mlperf import loadgen
+from fsbench.harness.model import options as speed
+from fsbench.harness.parallel import team
+from fsbench.harness.run import lock, logs, orchestrator
+from fsbench.harness.run.presets import preset_names
+from fsbench.harness.precision.schedule import builtin_names
+from fsbench.harness.precision.schedule import load as load_schedule
 from fsbench.kernels import registry
 
 
@@ -34,22 +38,22 @@ _generation = _options_decorator([
                  help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
                  help="One prompt per line [default: tiny's own prompts, else $FSBENCH_DATA/vbench_prompts.txt]."),
-    click.option("--num-prompts", type=cli_types.POSITIVE_INT, help="Use only the first N prompts."),
+    click.option("--num-prompts", type=params.POSITIVE_INT, help="Use only the first N prompts."),
     click.option("--latent", "latent_file", type=click.Path(path_type=Path),
                  help="Fixed initial latent file [default: $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at "
                       "720x1280x81, else N(0,1) from the seed]."),
-    click.option("--height", type=cli_types.int_range(16, cli_types.MAX_SIDE),
+    click.option("--height", type=params.int_range(16, params.MAX_SIDE),
                  help="Override the preset's height (multiple of 16)."),
-    click.option("--width", type=cli_types.int_range(16, cli_types.MAX_SIDE),
+    click.option("--width", type=params.int_range(16, params.MAX_SIDE),
                  help="Override the preset's width (multiple of 16)."),
-    click.option("--frames", "num_frames", type=cli_types.int_range(1, cli_types.MAX_FRAMES),
+    click.option("--frames", "num_frames", type=params.int_range(1, params.MAX_FRAMES),
                  help="Override the preset's frame count (4k+1)."),
-    click.option("--steps", type=cli_types.int_range(1, cli_types.MAX_STEPS),
+    click.option("--steps", type=params.int_range(1, params.MAX_STEPS),
                  help="Override the preset's denoising steps."),
     click.option("--impl", type=click.Choice(registry.RUN_CHOICES), default=registry.AUTO,
                  show_default=True, help="Kernel for the MX formats (bf16 always uses SDPA; auto: Gluon on sm_90 at "
                  "head dim 128, else Triton there, the emulator elsewhere)."),
-    click.option("--system", type=cli_types.NAME, help="System name in the log layout [default: <device>-<model>]."),
+    click.option("--system", type=params.NAME, help="System name in the log layout [default: <device>-<model>]."),
     click.option("--compile", "compile_blocks", is_flag=True,
                  help="torch.compile the repeated transformer blocks, self-attention inside the graphs."),
     click.option("--gemm", type=click.Choice(speed.GEMMS), default="bf16", show_default=True,
@@ -63,16 +67,16 @@ _generation = _options_decorator([
 
 # LoadGen settings of `run`; a sweep is AccuracyOnly (every prompt once) and needs none of them.
 _loadgen = _options_decorator([
-    click.option("--user-conf", type=click.Path(path_type=Path), default=loadgen_driver.USER_CONF,
+    click.option("--user-conf", type=click.Path(path_type=Path), default=loadgen.USER_CONF,
                  show_default=True, help="LoadGen user.conf read after the built-in mlperf.conf."),
-    click.option("--count", type=cli_types.int_range(1, cli_types.MAX_COUNT),
+    click.option("--count", type=params.int_range(1, params.MAX_COUNT),
                  help="LoadGen override: queries (SingleStream, >= 64 for a VALID result) / samples (Offline)."),
-    click.option("--time", "time_s", type=cli_types.non_negative_float(cli_types.MAX_TIME_S),
+    click.option("--time", "time_s", type=params.non_negative_float(params.MAX_TIME_S),
                  help="LoadGen override: minimum duration in seconds (mlperf.conf: 600; quick runs: 0)."),
     click.option("--target-latency", "target_latency_ms",
-                 type=cli_types.positive_float(cli_types.MAX_TARGET_LATENCY_MS),
+                 type=params.positive_float(params.MAX_TARGET_LATENCY_MS),
                  help="LoadGen override: expected SingleStream latency in ms."),
-    click.option("--target-qps", type=cli_types.positive_float(cli_types.MAX_TARGET_QPS),
+    click.option("--target-qps", type=params.positive_float(params.MAX_TARGET_QPS),
                      help="LoadGen override: expected Offline samples per second."),
 ])
 
@@ -82,23 +86,23 @@ def _speed(kw: dict[str, Any]) -> speed.SpeedOptions:
                               offload=kw["offload"])
 
 
-def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
+def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
     overrides = {k: kw[k] for k in ("height", "width", "num_frames", "steps")}
-    return runner.prepare(kw["model"], kw["preset"], schedule, kw["prompts_file"], kw["num_prompts"],
+    return orchestrator.prepare(kw["model"], kw["preset"], schedule, kw["prompts_file"], kw["num_prompts"],
                           kw["latent_file"], overrides)
 
 
 @click.command()
-@click.option("--scenario", type=click.Choice(loadgen_driver.SCENARIOS), default="SingleStream", show_default=True)
-@click.option("--mode", type=click.Choice(loadgen_driver.MODES), default="performance", show_default=True)
+@click.option("--scenario", type=click.Choice(loadgen.SCENARIOS), default="SingleStream", show_default=True)
+@click.option("--mode", type=click.Choice(loadgen.MODES), default="performance", show_default=True)
 @click.option("--schedule", default="bf16", show_default=True,
               help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*'.")
-@click.option("--out", type=cli_types.OutPath(file_okay=False),
+@click.option("--out", type=params.OutPath(file_okay=False),
               help="Run directory [default: results/runs/<model>-<schedule>-<preset>].")
 @click.option("--capture", is_flag=True,
               help="Record every self-attention call's statistics to RUN/capture/<Scenario>-<mode>/ (replacing an "
                    "earlier capture there; accuracy runs then regenerate every video).")
-@click.option("--capture-qkv", type=cli_types.NON_NEGATIVE_INT, default=0, show_default=True,
+@click.option("--capture-qkv", type=params.NON_NEGATIVE_INT, default=0, show_default=True,
               help="With --capture: also save q, k, v of the N calls with the highest rollback rates.")
 @click.option("--audit", type=click.Choice(["TEST04"]),
               help="MLPerf compliance audit (performance mode): the same sample for every query; logs go to "
@@ -108,12 +112,12 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> runner.RunSpec:
 @click.option("--warm-up", "warm_up", is_flag=True,
               help="Before LoadGen starts, one untimed denoising step per attention format of the schedule (with "
                    "--compile, the graphs are built there, not in a timed query). One process only.")
-@click.option("--gpus", type=cli_types.PROCESSES,
+@click.option("--gpus", type=params.PROCESSES,
               help="Processes, one per GPU (per CPU share with --device cpu); Offline runs a pipeline replica on "
                    "each, SingleStream splits every query over all of them [default: 1, or torchrun's WORLD_SIZE].")
-@click.option("--cfg-parallel", type=cli_types.PROCESSES,
+@click.option("--cfg-parallel", type=params.PROCESSES,
               help="SingleStream: ranks sharing the cond/uncond passes, 1 or 2 [default: 2 for an even --gpus].")
-@click.option("--ulysses", type=cli_types.PROCESSES,
+@click.option("--ulysses", type=params.PROCESSES,
               help="SingleStream: Ulysses sequence-parallel degree [default: --gpus / --cfg-parallel].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="Where the pipeline runs: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
@@ -123,46 +127,46 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
         warm_up: bool, audit: str | None, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
     spec = _prepare(schedule, kw)
-    opts = loadgen_driver.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
+    opts = loadgen.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
                                          kw["target_latency_ms"], kw["target_qps"], audit)
-    layout = distributed.plan(scenario, spec, kw["gpus"], kw["cfg_parallel"], kw["ulysses"], kw["device"], capture)
+    layout = team.plan(scenario, spec, kw["gpus"], kw["cfg_parallel"], kw["ulysses"], kw["device"], capture)
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
-    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{runner.schedule_slug(spec.schedule)}-{kw['preset']}"
+    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-{kw['preset']}"
                                              f"{options.slug}")
-    system = kw["system"] or runner.default_system(spec.model_tag, device)
-    loadgen_driver.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
+    system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
+    loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     if warm_up and layout.processes > 1:
         raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
-    with runlock.hold(*([run_dir] if distributed.leads_job() else [])):  # rank 0 holds it for every rank
+    with lock.hold(*([run_dir] if team.leads_job() else [])):  # rank 0 holds it for every rank
         if layout.processes > 1:
             logs.attach(run_dir)
-            summary = distributed.launch(distributed.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
+            summary = team.launch(team.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
                                                          profile))
             if summary is not None:  # rank 0
-                click.echo(runner.describe(summary))
+                click.echo(orchestrator.describe(summary))
                 click.echo(f"results: {run_dir}")
             return
-        runner.open_run_dir(run_dir, spec, system, device)
+        orchestrator.open_run_dir(run_dir, spec, system, device)
         logs.attach(run_dir)
-        pipe = runner.load_pipeline(spec, device)
+        pipe = orchestrator.load_pipeline(spec, device)
         record = speed.apply(pipe, options)
         with speed.cudnn_first():
-            summary = runner.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
+            summary = orchestrator.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
                                           capture_qkv=capture_qkv if capture else None, profile=profile,
                                           speed=record, warm_up=warm_up)
-        click.echo(runner.describe(summary))
+        click.echo(orchestrator.describe(summary))
         click.echo(f"results: {run_dir}")
 
 
 @click.command()
 @click.option("--schedules", default="bf16,mxfp8,mxfp6,mxfp4,hybrid", show_default=True,
               help="Comma-separated schedules (names or .toml files; spec strings contain ',' so use files).")
-@click.option("--out", type=cli_types.OutPath(file_okay=False),
+@click.option("--out", type=params.OutPath(file_okay=False),
               help="Sweep directory, one run per schedule in OUT/<schedule>/ "
                    "[default: results/runs/sweep-<model>-<preset>].")
-@click.option("--gpus", type=cli_types.PROCESSES,
+@click.option("--gpus", type=params.PROCESSES,
               help="Processes, one per GPU (per CPU share with --device cpu), each a pipeline replica sharing every "
                    "schedule's prompts [default: 1, or torchrun's WORLD_SIZE].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
@@ -175,43 +179,43 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     if not parsed:
         raise FsbenchError("--schedules is empty; e.g. --schedules bf16,mxfp8,hybrid")
     specs = [_prepare(schedule, kw) for schedule in parsed]
-    slugs = [runner.schedule_slug(spec.schedule) for spec in specs]
+    slugs = [orchestrator.schedule_slug(spec.schedule) for spec in specs]
     if len(set(slugs)) != len(slugs):
         raise FsbenchError(f"--schedules names a schedule twice ({', '.join(slugs)}); each gets OUT/<name>/")
-    opts = loadgen_driver.LoadgenOptions("Offline", "accuracy")
-    layout = distributed.plan("Offline", specs[0], kw["gpus"], None, None, kw["device"])
+    opts = loadgen.LoadgenOptions("Offline", "accuracy")
+    layout = team.plan("Offline", specs[0], kw["gpus"], None, None, kw["device"])
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
-    system = kw["system"] or runner.default_system(specs[0].model_tag, device)
-    with runlock.hold(*(out / slug for slug in slugs if distributed.leads_job())):  # rank 0, for every rank
+    system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
+    with lock.hold(*(out / slug for slug in slugs if team.leads_job())):  # rank 0, for every rank
         if layout.processes > 1:
-            jobs = [distributed.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
+            jobs = [team.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
                     for spec, slug in zip(specs, slugs)]
-            if distributed.launch_passes(jobs, _echo_pass) is not None:  # rank 0
+            if team.launch_passes(jobs, _echo_pass) is not None:  # rank 0
                 click.echo(f"results: {out}/{{{','.join(slugs)}}}")
             return
         for spec, slug in zip(specs, slugs):
-            runner.open_run_dir(out / slug, spec, system, device)
+            orchestrator.open_run_dir(out / slug, spec, system, device)
             logs.attach(out / slug)
-        pipe = runner.load_pipeline(specs[0], device)
+        pipe = orchestrator.load_pipeline(specs[0], device)
         record = speed.apply(pipe, options)
         for spec, slug in zip(specs, slugs):
             with speed.cudnn_first():
-                summary = runner.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
-            click.echo(f"[{spec.schedule.name}] {runner.describe(summary)}")
+                summary = orchestrator.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
+            click.echo(f"[{spec.schedule.name}] {orchestrator.describe(summary)}")
     click.echo(f"results: {out}/{{{','.join(slugs)}}}")
 
 
-def _echo_pass(job: distributed.Job, summary: dict[str, Any]) -> None:
-    click.echo(f"[{job.spec.schedule.name}] {runner.describe(summary)}")
+def _echo_pass(job: team.Job, summary: dict[str, Any]) -> None:
+    click.echo(f"[{job.spec.schedule.name}] {orchestrator.describe(summary)}")
 
 
 @click.command()
-@click.option("--steps", type=cli_types.int_range(1, cli_types.MAX_STEPS), default=20, show_default=True,
+@click.option("--steps", type=params.int_range(1, params.MAX_STEPS), default=20, show_default=True,
               help="Show the formats for this many steps.")
-@click.option("--layers", type=cli_types.int_range(1, cli_types.MAX_STEPS), default=40, show_default=True,
+@click.option("--layers", type=params.int_range(1, params.MAX_STEPS), default=40, show_default=True,
               help="Layers per expert (A14B: 40, tiny: 2).")
 @click.argument("extra", nargs=-1)
 def schedules(steps: int, layers: int, extra: tuple[str, ...]) -> None:

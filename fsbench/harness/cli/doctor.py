@@ -5,16 +5,16 @@ import sys
 
 import click
 
-from fsbench.harness import doctor
+from fsbench.harness.run import preflight
 
 
-def _status(check: doctor.Check, mode: str) -> str:
+def _status(check: preflight.Check, mode: str) -> str:
     if check.ok:
         return "ok"
-    return "MISSING" if doctor.needed(check, mode) else "-"
+    return "MISSING" if preflight.needed(check, mode) else "-"
 
 
-def _plain(checks: list[doctor.Check], mode: str) -> None:
+def _plain(checks: list[preflight.Check], mode: str) -> None:
     width = max(len(c.name) for c in checks)
     for check in checks:
         click.echo(f"{_status(check, mode):8} {check.name:<{width}}  {check.found}")
@@ -22,7 +22,7 @@ def _plain(checks: list[doctor.Check], mode: str) -> None:
             click.echo(f"{'':8} {'':<{width}}  fix: {check.fix}")
 
 
-def _rich(checks: list[doctor.Check], mode: str) -> None:
+def _rich(checks: list[preflight.Check], mode: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -37,7 +37,7 @@ def _rich(checks: list[doctor.Check], mode: str) -> None:
 
 
 @click.command("doctor")
-@click.option("--mode", type=click.Choice([*doctor.MODES, "all"]), default="run", show_default=True,
+@click.option("--mode", type=click.Choice([*preflight.MODES, "all"]), default="run", show_default=True,
               help="What to be ready for: a LoadGen run, the evaluation (VBench, LPIPS), a closed submission, or all.")
 @click.option("--model", default="Wan-AI/Wan2.2-T2V-A14B-Diffusers", show_default=True,
               help="The model a run would use: tiny | a14b-synthetic | a checkpoint folder or cached HF repo id.")
@@ -45,12 +45,12 @@ def _rich(checks: list[doctor.Check], mode: str) -> None:
 def doctor_cmd(mode: str, model: str, plain: bool) -> None:
     """Say what this machine can run: GPU, kernels, LoadGen, VBench, model, data, fixed latent and eval weights.
     Exits 0 when everything MODE needs is present, 1 otherwise."""
-    checks = doctor.diagnose(model)
+    checks = preflight.diagnose(model)
     try:
         import rich  # noqa: F401  (optional: shown as a table where it is installed)
     except ImportError:
         plain = True
     (_plain if plain else _rich)(checks, mode)
-    ok = doctor.ready(checks, mode)
+    ok = preflight.ready(checks, mode)
     click.echo(f"{mode}: {'ready' if ok else 'not ready: fix the MISSING lines above'}")
     sys.exit(0 if ok else 1)

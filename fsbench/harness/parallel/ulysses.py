@@ -21,8 +21,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from fsbench.harness.attention import SelfAttentionCall, SelfAttentionRouter
-from fsbench.harness.schedule import ResolvedSchedule
+from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
+from fsbench.harness.precision.schedule import ResolvedSchedule
 
 
 def seq_to_heads(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsbench.harness import artifacts
+from fsbench.harness.run import made_with
 from fsbench.rundir import BENCHMARK
 
 DIVISIONS = ("closed", "open", "network")
@@ -292,7 +292,7 @@ class _Checker:
         for name in sorted(v for v in AUDIT_VIDEOS if v in present):
             video = videos / f"{name}.mp4"
             try:
-                artifacts.probe(video)
+                made_with.probe(video)
             except ValueError as exc:
                 self.add(video, f"{exc}: package again from a run whose videos are intact (a resumed run "
                                 "regenerates damaged ones)")

@@ -1,5 +1,5 @@
 """One benchmark run, as numbered steps: settings -> schedule -> prompts + latent -> run directory ->
-pipeline + attention routing -> LoadGen -> results. `fsbench run` and `fsbench sweep` call `prepare`,
+pipeline + attention routing -> LoadGen -> writer. `fsbench run` and `fsbench sweep` call `prepare`,
 `load_pipeline` and `run_scenario`; the device script reuses `VideoGenerator`."""
 from __future__ import annotations
 
@@ -17,16 +17,18 @@ import torch
 from tqdm.auto import tqdm
 
 from fsbench import rundir
-from fsbench.harness import artifacts, dataset, loadgen_driver, logs, pipeline, results
-from fsbench.harness.attention import Capture, SelfAttentionRouter
-from fsbench.harness.presets import Settings, build_settings
-from fsbench.harness.profile import NullProfiler, Profiler
-from fsbench.harness.schedule import ResolvedSchedule, Schedule
-from fsbench.harness.schedule import load as load_schedule
+from fsbench.harness.mlperf import loadgen
+from fsbench.harness.model import pipeline
+from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
+from fsbench.harness.precision.router import Capture, SelfAttentionRouter
+from fsbench.harness.run.presets import Settings, build_settings
+from fsbench.harness.measure.profile import NullProfiler, Profiler
+from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule
+from fsbench.harness.precision.schedule import load as load_schedule
 
 
 class Team(Protocol):
-    """Rank 0's side of a run on several processes (`harness.distributed.Team` is the one implementation): it
+    """Rank 0's side of a run on several processes (`harness.parallel.team.Team` is the one implementation): it
     supplies the attention router, serves LoadGen's samples with the other ranks and describes the layout."""
 
     def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None) -> SelfAttentionRouter: ...
@@ -53,7 +55,7 @@ class RunSpec:
         return self.model if self.model in pipeline.SYNTHETIC else "a14b"
 
     def made_with(self, impl: str, speed: dict[str, Any] | None) -> str:
-        """The digest a video of this run records (harness.artifacts): what shapes its pixels."""
+        """The digest a video of this run records (harness.run.made_with): what shapes its pixels."""
         return artifacts.made_with(self.model, self.settings.as_dict(), dataset.latent_sha256(self.latent),
                                    self.schedule.spec, impl, speed)
 
@@ -97,12 +99,12 @@ def open_run_dir(run: Path, spec: RunSpec, system: str, device: torch.device) ->
         "schedule": {"name": spec.schedule.name, "spec": spec.schedule.spec, "by_step": spec.schedule.by_step()},
         "prompts": spec.prompts.as_dict(),
         "videos": rundir.VIDEOS,
-        "versions": results.versions(),
-        "git_commit": results.git_commit(),
+        "versions": writer.versions(),
+        "git_commit": writer.git_commit(),
     }
-    results.open_run(run, header)
+    writer.open_run(run, header)
     if not (run / rundir.LATENT).is_file():
-        results.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
+        writer.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
 
 
 def device_info(device: torch.device, model: str) -> dict[str, Any]:
@@ -122,7 +124,7 @@ class VideoGenerator:
     """`generate(qsl_index) -> video path relative to the run`: the one function LoadGen's SUT calls.
 
     Videos are encoded to mp4 next to their final name, renamed into place, checked to decode and recorded with
-    `made_with` (harness.artifacts). With `reuse`, a video that exists, was made with the same `made_with` and is
+    `made_with` (harness.run.made_with). With `reuse`, a video that exists, was made with the same `made_with` and is
     intact is returned as is: a resumed accuracy pass never regenerates finished work, and never trusts a name.
     """
 
@@ -184,7 +186,7 @@ class VideoGenerator:
         with self.profiler.video(index):
             frames = self.frames(index)
             with self.profiler.region("video_encode"):
-                results.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
+                writer.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
                                                                        fps=self.spec.settings.fps))
                 s = self.spec.settings
                 artifacts.record(path, self.made_with, (s.num_frames, s.height, s.width),
@@ -195,7 +197,7 @@ class VideoGenerator:
         return str(relative)
 
 
-def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen_driver.LoadgenOptions, *,
+def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen.LoadgenOptions, *,
                  impl: str = "auto", capture_qkv: int | None = None, profile: bool = False,
                  speed: dict[str, Any] | None = None, team: Team | None = None,
                  warm_up: bool = False) -> dict[str, Any]:
@@ -203,7 +205,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
 
     `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
     `profile`: time every phase of every video into RUN/profile.{json,md}; `speed`: the record of
-    `harness.speed.apply`, kept in the summary; `team`: rank 0 of a `fsbench run --gpus N` (harness.distributed),
+    `harness.model.options.apply`, kept in the summary; `team`: rank 0 of a `fsbench run --gpus N` (harness.parallel.team),
     which supplies the router and serves LoadGen's samples with the other ranks; `warm_up`: one step per
     attention format before LoadGen starts (`VideoGenerator.warm_up`; one process only).
     """
@@ -228,7 +230,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         with serving as (generate, concurrency), \
                 tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video",
                      disable=logs.quiet()) as bar:
-            summary = loadgen_driver.run_test(generate, total, opts, log_dir, on_sample=bar.update,
+            summary = loadgen.run_test(generate, total, opts, log_dir, on_sample=bar.update,
                                               concurrency=concurrency)
     finally:
         if profiler is not None:
@@ -257,7 +259,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         summary["parallel"] = team.describe()
     if profiler is not None:
         summary["profile"] = profiler.write(run, summary)
-    results.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
+    writer.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
     logging.getLogger("fsbench").info("%s (%s)", describe(summary), spec.schedule.name)
     return summary
 
