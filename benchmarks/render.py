@@ -238,8 +238,8 @@ def row_kernels(sources: list[Source]) -> tuple[list[str], Rows]:
 
 def ab(sources: list[Source]) -> tuple[list[str], Rows]:
     """benchmarks/lab A/B JSON: a kernel variant against the committed kernel timed before and after it."""
-    header = ["shape", "kernel", "committed TFLOP/s (before, after)", "variant TFLOP/s", "variant / mean committed",
-              "bit-identical"]
+    header = ["variant", "shape", "kernel", "committed TFLOP/s (before, after)", "variant TFLOP/s",
+              "variant / mean committed", "bit-identical"]
     rows = []
     for s in sources:
         for shape, configs in s.data["shapes"].items():
@@ -247,7 +247,7 @@ def ab(sources: list[Source]) -> tuple[list[str], Rows]:
                 (variant,) = [k for k in runs if not k.startswith("committed")]
                 before, after = runs["committed"]["tflops"], runs["committed-again"]["tflops"]
                 change = runs[variant]["tflops"] / ((before + after) / 2) - 1
-                rows.append([f"({shape})", config, f"{before:.1f}, {after:.1f}", f"{runs[variant]['tflops']:.1f}",
+                rows.append([variant, f"({shape})", config, f"{before:.1f}, {after:.1f}", f"{runs[variant]['tflops']:.1f}",
                              f"{change:+.1%}", "yes" if all(r["bit_identical"] for r in runs.values()) else "no"])
     return header, rows
 
@@ -338,7 +338,8 @@ TABLES = (
     Table("row-kernels", row_kernels, ("h200/kernels/row_kernels_08f9136_75600.json",
                                        "h200/kernels/row_kernels_08f9136_32768.json")),
     Table("h100-bench", bench_by_shape, ("h100/kernels/bench_25611d1.json",)),
-    Table("ab", ab, ("h100/kernels/ab_rowsum_cabfdf5.json", "h100/kernels/ab_persistent_a2aebba.json")),
+    Table("ab", ab, ("h100/kernels/ab_rowsum_cabfdf5.json", "h100/kernels/ab_persistent_a2aebba.json",
+                     "h200/kernels/ab_q_registers_f7255aa.json")),
     Table("energy", bench_by_shape, ("h100/kernels/energy_rows_e5daf60.json",
                                      "h100/kernels/energy_rows_sweep_4187a65.json")),
     Table("check", check, ("h200/kernels/check_gluon_3550ed1.json",)),
