@@ -267,4 +267,5 @@ def sass(variants: tuple[str, ...] | None, engine: str, out: Path, json_path: Pa
     counts = ksass.count_variants(list(variants or ksass.VARIANTS), engine=engine, out=str(out))
     click.echo(ksass.format_table(counts))
     if json_path:
-        atomic_write_text(Path(json_path), json.dumps(ksass.as_json(counts, engine), indent=1) + "\n")
+        header = provenance("none: sm_90 machine code compiled ahead of time")
+        atomic_write_text(Path(json_path), json.dumps({**header, **ksass.as_json(counts, engine)}, indent=1) + "\n")
