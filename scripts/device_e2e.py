@@ -25,6 +25,7 @@ import torch
 
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import pipeline
+from fsbench import files
 from fsbench.harness.run import dataset, orchestrator, writer
 from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
 from fsbench.harness.run.presets import build_settings
@@ -80,7 +81,7 @@ def measure_step(pipe: Any, fmt: str, inputs: dict[str, Any], clock: Clock, impl
 def single_stream_query(pipe: Any, model: str, out: Path, schedule: str, steps: int, overrides: dict,
                         device: torch.device, impl: str) -> dict:
     prompts = out / "prompts.txt"
-    writer.atomic_write_text(prompts, "".join(p + "\n" for p in TINY_PROMPTS))
+    files.atomic_write_text(prompts, "".join(p + "\n" for p in TINY_PROMPTS))
     spec = orchestrator.prepare(model, "mlperf", schedule, prompts, 1, None, {**overrides, "steps": steps})
     run_dir = out / f"single-stream-{schedule}"
     system = orchestrator.default_system(spec.model_tag, device)
@@ -121,7 +122,7 @@ def main(out: Path, model: str, height: int, width: int, frames: int, schedules:
         report["elapsed_s"] = round(time.perf_counter() - began, 2)
         if device.type == "cuda":
             report["peak_memory_gb"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
-        writer.atomic_write_text(out / "device_e2e.json", json.dumps(report, indent=2) + "\n")
+        files.atomic_write_text(out / "device_e2e.json", json.dumps(report, indent=2) + "\n")
         click.echo(f"[{report['elapsed_s']:7.1f}s] saved {out / 'device_e2e.json'}")
 
     start = time.perf_counter()

@@ -43,6 +43,7 @@ import torch
 from fsbench.harness.measure import clocks as gpu_clock
 from fsbench.harness.mlperf import loadgen as loadgen_driver
 from fsbench.harness.model import fp8_linear, options as speed, pipeline
+from fsbench import files
 from fsbench.harness.run import dataset, orchestrator, writer
 from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
 from fsbench.harness.run.presets import build_settings
@@ -76,7 +77,7 @@ class Report:
         self.data["elapsed_s"] = round(self.elapsed(), 1)
         if torch.cuda.is_available():
             self.data["peak_memory_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-        writer.atomic_write_text(self.path, json.dumps(self.data, indent=2) + "\n")
+        files.atomic_write_text(self.path, json.dumps(self.data, indent=2) + "\n")
         click.echo(f"[{self.data['elapsed_s']:7.1f}s] saved {self.path}", err=True)
 
 
@@ -480,7 +481,7 @@ def attention_inputs(out: Path, model: str, fmt: str, layers: str, repeats: int,
                               "max": max(in_forward), "sum": sum(in_forward)},
             "calls": calls, "rows": rows}
     click.echo(json.dumps(data["in_forward_ms"]), err=True)
-    writer.atomic_write_text(out / "attention_inputs.json", json.dumps(data, indent=2) + "\n")
+    files.atomic_write_text(out / "attention_inputs.json", json.dumps(data, indent=2) + "\n")
 
 
 @main.command()
@@ -517,8 +518,8 @@ def assemble(inputs: tuple[Path, ...], out: Path, queries: Path | None) -> None:
         if queries is not None:
             check_against_queries(table, json.loads(queries.read_text()))
         tables.append(table)
-    writer.atomic_write_text(out / "speed.json", json.dumps(tables, indent=2) + "\n")
-    writer.atomic_write_text(out / "speed.md", "\n\n".join(format_assembled(t) for t in tables) + "\n")
+    files.atomic_write_text(out / "speed.json", json.dumps(tables, indent=2) + "\n")
+    files.atomic_write_text(out / "speed.md", "\n\n".join(format_assembled(t) for t in tables) + "\n")
     click.echo((out / "speed.md").read_text())
 
 

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from fsbench.eval.runs import Run
-from fsbench.harness.run import writer as results
+from fsbench.files import TEMP_PREFIX, atomic_write_text, staging_of
 from fsbench.harness.cli import main
 from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import load_manifest
@@ -199,7 +199,7 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
     assert "Traceback" not in stderr and "aborted" in stderr
     resumed = CliRunner().invoke(main, ["run", "--out", str(out), *SMALL, "--steps", SLOW_STEPS, "--mode", "accuracy"])
     assert resumed.exit_code == 0, resumed.output
-    assert not [p for p in out.rglob("*") if p.name.startswith(".tmp-")]  # the kill's staging is gone
+    assert not list(staging_of(out).iterdir())  # the kill's staging is gone
 
 
 def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_path, one_thread):
@@ -211,7 +211,11 @@ def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_pat
     original = {v.name: v.read_bytes() for v in videos}
     victim = videos[0]
     victim.write_bytes(original[victim.name][: len(original[victim.name]) // 3])  # a kill mid-copy, say
-    (out / "videos" / ".tmp-left-by-a-kill.mp4").write_bytes(b"half")
+    left = staging_of(out) / f"{TEMP_PREFIX}12345-abcdef.mp4"
+    left.write_bytes(b"half")
+    ours_not = [out / "videos" / ".tmp-kept.mp4", out / ".notes.tmp"]  # staging-like names outside the staging place
+    for path in ours_not:
+        path.write_bytes(b"the user's")
 
     resumed = CliRunner().invoke(main, args, catch_exceptions=False)
     assert resumed.exit_code == 0, resumed.output
@@ -220,7 +224,7 @@ def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_pat
     assert summary["attention_kernels"] == {"bf16": "sdpa"}  # known although three videos were only reused
     assert {v.name: v.read_bytes() for v in videos} == original  # regenerated bit for bit
     assert iio.imread(victim, plugin="FFMPEG").shape == (5, 32, 32, 3)
-    assert not (out / "videos" / ".tmp-left-by-a-kill.mp4").exists()
+    assert not left.exists() and all(path.read_bytes() == b"the user's" for path in ours_not)
 
     fully_resumed = CliRunner().invoke(main, args, catch_exceptions=False)
     assert fully_resumed.exit_code == 0
@@ -287,11 +291,60 @@ def test_eval_reports_a_truncated_video_and_scores_the_rest(tmp_path):
 
 
 def test_written_files_take_the_umask(tmp_path):
-    previous = os.umask(0o022)
-    try:
-        results._umask.cache_clear()
-        path = results.atomic_write_text(tmp_path / "a.json", "{}")
-    finally:
-        os.umask(previous)
-        results._umask.cache_clear()
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    for mask, mode in ((0o022, 0o644), (0o077, 0o600)):
+        previous = os.umask(mask)
+        try:
+            path = atomic_write_text(tmp_path / f"{mask}.json", "{}")
+        finally:
+            os.umask(previous)
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+def _users_folder(root: Path) -> Path:
+    """A folder of the user's own, with names like the staging of earlier fsbench versions."""
+    (root / ".tmp-cache").mkdir(parents=True)
+    (root / ".tmp-cache" / "important.txt").write_text("keep me")
+    (root / ".notes.tmp").write_text("and me")
+    return root
+
+
+def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mine = _users_folder(tmp_path / "mywork")
+    run = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
+    inside_run = run / "videos"
+    cases = [
+        (["run", "--out", str(mine), *SMALL], str(mine)),
+        (["sweep", "--out", str(mine), *SMALL], str(mine)),
+        (["compare", str(run), "--out", str(mine)], str(mine)),
+        (["compare", str(run), "--out", str(tmp_path / "cmp"), "--html", str(mine)], str(mine)),
+        (["compare", str(run), "--out", str(tmp_path / "cmp"), "--html", str(run / "page")], "inside the run"),
+        (["compare", str(run), "--out", str(inside_run)], str(inside_run)),
+        (["compare", str(run), "--out", str(run)], "a run folder, not a comparison"),
+        (["sweep", "--out", str(run), *SMALL], "a run folder, not a sweep"),
+        (["submission", "--runs", str(run), "--out", str(mine), "--submitter", "org", "--system", "x"], str(mine)),
+        (["run", "--out", str(mine / ".notes.tmp"), *SMALL], ".notes.tmp"),
+    ]
+    before = _tree(tmp_path)
+    for args, culprit in cases:
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and culprit in lines[0] and "Traceback" not in result.output, (args, result.stderr)
+    assert _tree(tmp_path) == before
+
+
+def test_a_folder_fsbench_wrote_is_taken_again_and_an_empty_one_is_taken(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    run = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
+    first = CliRunner().invoke(main, ["compare", str(run), "--out", str(empty)])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(main, ["compare", str(run), "--out", str(empty), "--html", str(tmp_path / "page")])
+    assert again.exit_code == 0, again.output
+    assert (empty / "compare.md").is_file() and (tmp_path / "page" / "index.html").is_file()
+    assert not list(staging_of(empty).iterdir()) and not list(staging_of(tmp_path / "page").iterdir())
+    (tmp_path / "lock-dir" / ".lock").mkdir(parents=True)
+    (tmp_path / "lock-dir" / "manifest.json").write_text(json.dumps({"settings": SETTINGS}))
+    held = CliRunner().invoke(main, ["eval", str(tmp_path / "lock-dir"), "--metrics", "vbench"])
+    assert held.exit_code == 2 and "lock-dir/.lock is a folder" in held.stderr, held.output

@@ -326,11 +326,13 @@ def test_test04_logs_are_packaged_with_their_verify_performance_verdict(tiny_run
 
 
 def test_packaging_removes_the_staging_a_killed_job_left_and_keeps_a_live_ones(tiny_run, tmp_path):
+    from fsbench.files import staging_of
     from fsbench.harness.mlperf.submission import STAGING_PREFIX
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     root = tmp_path / "root"
-    stale, live = root / f"{STAGING_PREFIX}{finished.stdout.strip()}-x", root / f"{STAGING_PREFIX}{os.getpid()}-y"
+    place = staging_of(root)
+    stale, live = place / f"{STAGING_PREFIX}{finished.stdout.strip()}-x", place / f"{STAGING_PREFIX}{os.getpid()}-y"
     for folder in (stale, live):
         (folder / "open").mkdir(parents=True)
     result = fsbench("submission", "--runs", tiny_run, "--out", root, "--submitter", "Org", "--system", SYSTEM)

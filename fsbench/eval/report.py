@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from fsbench import rundir
+from fsbench import files, rundir
 from fsbench.errors import FsbenchError
 from fsbench.eval import fidelity, store
 from fsbench.eval.runs import Run
@@ -443,9 +443,7 @@ def frame_grid(runs: list[Run], prompts: list[str], frame: int, path: Path,
 
 
 def _save(fig, path: Path) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    tmp.replace(path)
+    files.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
 
 
 def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts: list[str] | None = None) -> dict:
@@ -459,6 +457,7 @@ def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts:
     chosen_frame = default_frame(runs) if frame is None else frame
     chosen_prompts = list(prompts) if prompts else default_prompts(runs)
     images = grid_frames(runs, chosen_prompts, chosen_frame) if chosen_prompts or prompts else None
+    rundir.claim(out, "compare")
     paths = write_tables(rows, out)
     paths["speedup"] = plot_speedup(rows, out / "speedup.png")
     paths["frames"] = (None if images is None else

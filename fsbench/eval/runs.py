@@ -74,8 +74,8 @@ class Run:
 
     def prompts(self) -> list[str]:
         """The prompts the run generated: the manifest's texts; for a run recorded before it kept them, its prompts
-        file read as `run` reads it (stripped lines) and refused unless it still has the recorded sha256; else the
-        videos present."""
+        file (a path inside the run: a record never names a file elsewhere) read as `run` reads it (stripped lines)
+        and refused unless it still has the recorded sha256; else the videos present."""
         info = self.manifest.get("prompts") or {}
         if not isinstance(info, dict):
             return self.videos_present()
@@ -83,7 +83,8 @@ class Run:
         if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
             return list(texts)
         file, count = info.get("file"), info.get("count")
-        for candidate in (Path(file), self.path / file) if isinstance(file, str) and file else ():
+        if isinstance(file, str) and file and not file.startswith("builtin:"):
+            candidate = rundir.inside(self.path, file, "prompts.file")  # never a file outside the run
             if candidate.is_file():
                 return self._prompts_from(candidate, count if isinstance(count, int) else None, info.get("sha256"))
         return self.videos_present()

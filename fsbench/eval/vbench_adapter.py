@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
+from fsbench import files
 from fsbench.errors import FsbenchError
 from fsbench.eval import store, video_io, weights
 from fsbench.eval.runs import Run
@@ -126,9 +127,7 @@ def write_submission_files(run: Run, score: float | None, data: Path) -> dict:
                 continue
             target = folder / "videos" / f"{idx}.mp4"
             target.parent.mkdir(exist_ok=True)
-            tmp = target.with_name(f".{idx}.tmp.mp4")
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, target)
+            files.atomic_write(target, lambda tmp, source=source: shutil.copyfile(source, tmp))
             written.append(str(target))
     return {"written": written, "audit_videos_missing": sorted(set(missing_videos))}
 

@@ -8,12 +8,13 @@ from typing import Any
 import click
 import torch
 
+from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.run import lock, logs, orchestrator
+from fsbench.harness.run import interrupts, lock, logs, orchestrator
 from fsbench.harness.run.presets import preset_names
 from fsbench.harness.precision.schedule import builtin_names
 from fsbench.harness.precision.schedule import load as load_schedule
@@ -97,8 +98,9 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
 @click.option("--mode", type=click.Choice(loadgen.MODES), default="performance", show_default=True)
 @click.option("--schedule", default="bf16", show_default=True,
               help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*'.")
-@click.option("--out", type=params.OutPath(file_okay=False),
-              help="Run directory [default: results/runs/<model>-<schedule>-<preset>].")
+@click.option("--out", type=params.OutPath(kind="run", file_okay=False),
+              help="Run directory: a new or empty folder, or a run folder to add to "
+                   "[default: results/runs/<model>-<schedule>-<preset>].")
 @click.option("--capture", is_flag=True,
               help="Record every self-attention call's statistics to RUN/capture/<Scenario>-<mode>/ (replacing an "
                    "earlier capture there; accuracy runs then regenerate every video).")
@@ -139,6 +141,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     if warm_up and layout.processes > 1:
         raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
+    interrupts.watch(run_dir, spec.prompts.texts)
     with lock.hold(*([run_dir] if team.leads_job() else [])):  # rank 0 holds it for every rank
         if layout.processes > 1:
             logs.attach(run_dir)
@@ -163,8 +166,8 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
 @click.command()
 @click.option("--schedules", default="bf16,mxfp8,mxfp6,mxfp4,hybrid", show_default=True,
               help="Comma-separated schedules (names or .toml files; spec strings contain ',' so use files).")
-@click.option("--out", type=params.OutPath(file_okay=False),
-              help="Sweep directory, one run per schedule in OUT/<schedule>/ "
+@click.option("--out", type=params.OutPath(kind="sweep", file_okay=False),
+              help="Sweep directory (new, empty, or an earlier sweep's), one run per schedule in OUT/<schedule>/ "
                    "[default: results/runs/sweep-<model>-<preset>].")
 @click.option("--gpus", type=params.PROCESSES,
               help="Processes, one per GPU (per CPU share with --device cpu), each a pipeline replica sharing every "
@@ -189,6 +192,10 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     options.check_device(device)
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
+    if team.leads_job():
+        rundir.claim(out, "sweep")
+    for spec, slug in zip(specs, slugs):
+        interrupts.watch(out / slug, spec.prompts.texts)
     with lock.hold(*(out / slug for slug in slugs if team.leads_job())):  # rank 0, for every rank
         if layout.processes > 1:
             jobs = [team.Job(spec, opts, out / slug, system, kw["impl"], layout, options)

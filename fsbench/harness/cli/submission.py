@@ -21,7 +21,8 @@ def _print(problems: list[Problem]) -> int:
 @click.command()
 @click.option("--runs", "runs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Run folder(s) written by `fsbench run` (repeat --runs, or list them after one --runs).")
-@click.option("--out", type=params.OutPath(file_okay=False), help="Submission root (ROOT).")
+@click.option("--out", type=params.OutPath(kind="submission", file_okay=False),
+              help="Submission root (ROOT): a new or empty folder, or an earlier submission root.")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open", show_default=True)
 @click.option("--submitter", type=params.NAME, help="Organisation name (the folder under the division).")
 @click.option("--system", type=params.NAME, help="System name (systems/<system>.json and results/<system>/).")

@@ -42,7 +42,7 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.measure import clocks as gpu_clock
 from fsbench.harness.precision.router import SelfAttentionCall
 from fsbench.harness.measure.energy import Meter
-from fsbench.harness.run.writer import atomic_write_text
+from fsbench.files import atomic_write_text
 from fsbench.kernels.registry import SDPA
 
 PARTS = ("self_attention", "cross_attention", "gemm")

@@ -29,7 +29,8 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import accuracy_log, compliance, system as system_desc
 from fsbench.harness.run import made_with
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB
-from fsbench.harness.run.writer import atomic_write_text
+from fsbench import files, rundir
+from fsbench.files import atomic_write_text
 from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check, read_mllog
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
 
@@ -77,11 +78,10 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     _same_system_under_test(manifests)
     sources = _collect(manifests)
     data = _data_dir()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = rundir.claim(Path(out), "submission")
     final = out / division / submitter
     _clean_stale_staging(out)
-    staging = Path(tempfile.mkdtemp(dir=out, prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
+    staging = Path(tempfile.mkdtemp(dir=files.staging_of(out), prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
     try:
         tree = staging / division / submitter
         problems = _latent_problems(manifests) if division == "closed" else []
@@ -97,9 +97,9 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
 
 
 def _clean_stale_staging(out: Path) -> None:
-    """Remove the staging folders that killed packaging jobs left in `out`: each names its job's PID, so a folder
-    whose job still runs (another packaging into the same root) is left alone."""
-    for entry in out.glob(f"{STAGING_PREFIX}*"):
+    """Remove the staging folders that killed packaging jobs left in `out`'s staging place: each names its job's
+    PID, so a folder whose job still runs (another packaging into the same root) is left alone."""
+    for entry in files.staging_of(out).glob(f"{STAGING_PREFIX}*"):
         pid = entry.name[len(STAGING_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.harness.run.writer import atomic_write, atomic_write_text
+from fsbench.files import atomic_write, atomic_write_text
 from fsbench.harness.precision.schedule import ResolvedSchedule
 from fsbench.kernels import op
 from fsbench.kernels.prologue import Prologue

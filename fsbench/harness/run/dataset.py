@@ -13,7 +13,7 @@ import torch
 from fsbench.errors import FsbenchError
 from fsbench.harness.run.presets import Settings
 from fsbench.harness.model.synthetic import TINY_PROMPTS
-from fsbench.rundir import video_name
+from fsbench.rundir import name_problem
 
 PROMPTS_FILE = "vbench_prompts.txt"
 # MLPerf's initial latent: text_to_video/wan-2.2-t2v-a14b/data/fixed_latent.pt of mlcommons/inference at
@@ -22,7 +22,6 @@ LATENT_FILE = "fixed_latent.pt"
 LATENT_GIT_BLOB = "7c88cf35aa26a98e81a432a8cea22ba5f6b8ef04"
 LATENT_SHAPE = (1, 16, 21, 90, 160)
 LATENT_PRESET = "mlperf"
-MAX_NAME_BYTES = 240  # file systems cap names at 255 bytes; `-0.mp4` and a temp suffix need the rest
 
 
 @dataclass(frozen=True)
@@ -64,9 +63,9 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
             raise FsbenchError(f"--num-prompts must be at least 1, got {limit}")
         texts = texts[:limit]
     for i, text in enumerate(texts):
-        if "/" in text or "\0" in text or text.startswith(".") or len(video_name(text).encode()) > MAX_NAME_BYTES:
-            raise FsbenchError(f"prompt {i} cannot name a video file (contains '/', starts with '.' or is too long): "
-                               f"{text[:60]!r}")
+        problem = name_problem(text)
+        if problem:
+            raise FsbenchError(f"prompt {i} cannot name a video file ({problem}): {text[:60]!r}")
     digest = hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest()
     return Prompts(tuple(texts), source, digest)
 

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fsbench import rundir
-from fsbench.harness.run import writer
+from fsbench import files, rundir
 
 
 def made_with(model: str, settings: Mapping[str, Any], latent_sha256: str, schedule_spec: str, impl: str,
@@ -51,7 +50,7 @@ def record(video: Path, digest: str, expected: tuple[int, int, int], kernels: Ma
     found = probe(video)
     if found != expected:
         raise RuntimeError(f"{video} decodes to {found} (frames, height, width), not {expected}")
-    writer.atomic_write_text(sidecar(video), json.dumps(
+    files.atomic_write_text(sidecar(video), json.dumps(
         {"made_with": digest, "sha256": rundir.file_sha256(video), "frames": found[0], "height": found[1],
          "width": found[2], "attention_kernels": dict(sorted(kernels.items()))}, indent=1) + "\n")
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import torch
 from tqdm.auto import tqdm
 
-from fsbench import rundir
+from fsbench import files, rundir
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import pipeline
 from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
@@ -104,7 +104,7 @@ def open_run_dir(run: Path, spec: RunSpec, system: str, device: torch.device) ->
     }
     writer.open_run(run, header)
     if not (run / rundir.LATENT).is_file():
-        writer.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
+        files.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
 
 
 def device_info(device: torch.device, model: str) -> dict[str, Any]:
@@ -186,7 +186,7 @@ class VideoGenerator:
         with self.profiler.video(index):
             frames = self.frames(index)
             with self.profiler.region("video_encode"):
-                writer.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
+                files.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
                                                                        fps=self.spec.settings.fps))
                 s = self.spec.settings
                 artifacts.record(path, self.made_with, (s.num_frames, s.height, s.width),

@@ -1,19 +1,17 @@
-"""Writing a run folder (layout and manifest schema: `fsbench.rundir`): atomic files (temp file + os.replace) so
-an error or Ctrl-C never leaves a half-written file behind, the manifest's header and results, and provenance."""
+"""Writing a run folder (layout and manifest schema: `fsbench.rundir`): the manifest's header and results, and
+provenance. Every file goes through `fsbench.files.atomic_write`, so an error or Ctrl-C never leaves half of one."""
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import json
 import os
 import shlex
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fsbench import files
 from fsbench.errors import FsbenchError
 from fsbench.paths import REPO
 from fsbench.rundir import MANIFEST, load_manifest
@@ -23,38 +21,11 @@ from fsbench.rundir import MANIFEST, load_manifest
 _SAME_RUN_KEYS = {"model": None, "settings": None, "schedule": "spec", "prompts": "sha256"}
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call `write(tmp)` on a temp file next to `path`, then rename it over `path` (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a result file takes the user's umask like any other
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-@functools.cache
-def _umask() -> int:
-    """The process's umask (read once: setting it to read it is not thread-safe)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
 def open_run(run: Path, header: dict[str, Any]) -> dict[str, Any]:
     """Create or reopen `run` for a run described by `header`; refuses a directory holding other settings."""
     try:
-        run.mkdir(parents=True, exist_ok=True)
-        probe = run / f".write-probe-{os.getpid()}"
+        probe = files.staging_of(run) / f"write-probe-{os.getpid()}"
+        probe.parent.mkdir(parents=True, exist_ok=True)
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
@@ -130,7 +101,7 @@ def provenance(device: str | None = None, program: str = "fsbench") -> dict[str,
 
 
 def _write_manifest(run: Path, manifest: dict[str, Any]) -> None:
-    atomic_write_text(run / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    files.atomic_write_text(run / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
 
 
 def _diff(old: Any, new: Any) -> str:
