@@ -23,6 +23,7 @@ STAGING = "staging"
 KIND = "kind"
 TEMP_PREFIX = ".fsbench-tmp-"
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_LOW = 1 << 20  # bytes free under which a failed write is put down to a full disk
 
 
 class DiskFull(FsbenchError):
@@ -61,8 +62,8 @@ def temp_path(path: Path) -> Path:
 
 
 def full_disk(exc: BaseException, folder: Path) -> bool:
-    """Whether `exc` (or what caused it) is a full disk or quota: ENOSPC itself, a message that says so (ffmpeg's),
-    or a broken pipe to a writer that died on a file system with no block left."""
+    """Whether `exc` (or what caused it) is a full disk or quota: ENOSPC itself, a message that says so, or any
+    failure of a writer (ffmpeg's broken pipe, a file it left undecodable) on a file system with under `_LOW` left."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in _FULL:
@@ -71,9 +72,10 @@ def full_disk(exc: BaseException, folder: Path) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     try:
-        return isinstance(exc, (BrokenPipeError, OSError, RuntimeError)) and os.statvfs(folder).f_bavail == 0
+        stat = os.statvfs(folder)
     except OSError:
         return False
+    return stat.f_bavail * stat.f_frsize < _LOW
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
@@ -93,8 +95,9 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException as exc:
+        full = isinstance(exc, Exception) and full_disk(exc, tmp.parent)  # asked while the temporary holds its space
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, Exception) and full_disk(exc, path.parent):
+        if full:
             raise DiskFull(path) from exc
         raise
     _sync_folder(path.parent)

@@ -181,15 +181,13 @@ class VideoGenerator:
         if self.can_reuse(index):
             self.reused += 1
             return str(relative)
-        from diffusers.utils import export_to_video
-
         with self.profiler.video(index):
             frames = self.frames(index)
             with self.profiler.region("video_encode"):
-                files.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
-                                                                       fps=self.spec.settings.fps))
                 s = self.spec.settings
-                artifacts.record(path, self.made_with, (s.num_frames, s.height, s.width),
+                expected = (s.num_frames, s.height, s.width)
+                files.atomic_write(path, lambda tmp: artifacts.encode(frames, tmp, s.fps, expected))
+                artifacts.record(path, self.made_with, expected,
                                  self.router.kernels_used if self.router is not None else {})
         if self.router is not None and self.router.capture is not None:
             self.router.capture.flush()
