@@ -348,3 +348,126 @@ def test_a_folder_fsbench_wrote_is_taken_again_and_an_empty_one_is_taken(tmp_pat
     (tmp_path / "lock-dir" / "manifest.json").write_text(json.dumps({"settings": SETTINGS}))
     held = CliRunner().invoke(main, ["eval", str(tmp_path / "lock-dir"), "--metrics", "vbench"])
     assert held.exit_code == 2 and "lock-dir/.lock is a folder" in held.stderr, held.output
+
+
+def _fsbench_process(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "fsbench", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_one_ctrl_c_in_a_sweep_says_what_is_kept_in_one_line_and_exits_130(tmp_path):
+    out = tmp_path / "sweep"
+    sweep = _fsbench_process("sweep", "--out", str(out), "--schedules", "bf16,mxfp8", *SMALL, "--steps", "60")
+
+    def videos() -> int:
+        return len(list((out / "bf16" / "made_with").glob("*.json"))) if (out / "bf16").is_dir() else 0
+
+    try:
+        _wait_for(lambda: videos() > 0, sweep)
+        sweep.send_signal(signal.SIGINT)
+        _, stderr = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 130, stderr
+    kept = len(list(out.glob("*/made_with/*.json")))
+    said = [line for line in stderr.splitlines() if line.startswith("fsbench: interrupted:")]
+    assert said == [f"fsbench: interrupted: {kept} of {2 * len(TINY_PROMPTS)} videos kept; the same command resumes"]
+    assert "Traceback" not in stderr and "ERROR" not in stderr and "KeyboardInterrupt" not in stderr
+    logged = [line for line in (out / "bf16" / "fsbench.log").read_text().splitlines() if "interrupted" in line]
+    assert len(logged) == 1, logged
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_exits_130_at_once_with_no_traceback_in_twenty_timed_tries(tmp_path):
+    for attempt in range(20):
+        delay = 0.6 + 0.3 * attempt  # from the first imports through the model's load
+        process = _fsbench_process("run", "--out", str(tmp_path / f"run{attempt}"), *SMALL, "--mode", "accuracy")
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        pressed = time.monotonic()
+        try:
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 130, (delay, stderr)
+        assert time.monotonic() - pressed < 15, delay  # a press lands once a C call (loading torch) returns
+        assert "Traceback" not in stderr and "Exception ignored" not in stderr, (delay, stderr)
+
+
+def _mount_small_disk(folder: Path, size: str) -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, timeout=30).returncode == 0
+    except OSError:
+        return False
+
+
+def _fail_fsync_of(monkeypatch, suffix: str, nth: int) -> None:
+    """ENOSPC from the `nth` fsync of a file named `*suffix`: what a disk that fills at that file gives."""
+    real, seen = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(suffix):
+            seen.append(fd)
+            if len(seen) == nth:
+                raise OSError(28, "No space left on device")
+        real(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def _no_temporaries(root: Path) -> bool:
+    return not [p for p in root.rglob("*") if p.name.startswith(TEMP_PREFIX)]
+
+
+@pytest.mark.parametrize("disk", ["small tmpfs", "injected"])
+def test_a_full_disk_is_one_line_naming_the_file_leaves_nothing_half_written_and_resumes(disk, tmp_path, monkeypatch,
+                                                                                         one_thread):
+    out = tmp_path / "disk" / "run"
+    if disk == "small tmpfs":
+        if not _mount_small_disk(tmp_path / "disk", "48k"):
+            pytest.skip("this machine does not let the tests mount a tmpfs")
+    else:
+        _fail_fsync_of(monkeypatch, ".mp4", 2)
+    args = ["-q", "run", "--out", str(out), *SMALL, "--scenario", "Offline", "--mode", "accuracy"]
+    try:
+        full = CliRunner().invoke(main, args)
+        assert full.exit_code == 2, full.output
+        lines = full.stderr.strip().splitlines()
+        assert len(lines) == 1 and "no space left on device" in lines[0] and f"{out}/videos/" in lines[0], lines
+        assert "Traceback" not in full.output and _no_temporaries(out)
+        for video in (out / "videos").glob("*.mp4"):  # whatever has a final name is whole, with its record
+            assert (out / "made_with" / f"{video.name}.json").is_file()
+            assert iio.imread(video, plugin="FFMPEG").shape == (5, 32, 32, 3)
+        if disk == "small tmpfs":
+            subprocess.run(["mount", "-o", "remount,size=16m", str(tmp_path / "disk")], check=True)
+        else:
+            monkeypatch.undo()
+        resumed = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert resumed.exit_code == 0, resumed.output
+        summary = load_manifest(out)["results"]["Offline"]["accuracy"]
+        assert summary["videos_generated"] + summary["videos_reused"] == len(TINY_PROMPTS)
+        assert len(list((out / "videos").glob("*.mp4"))) == len(TINY_PROMPTS) and _no_temporaries(out)
+    finally:
+        if disk == "small tmpfs":
+            subprocess.run(["umount", str(tmp_path / "disk")], capture_output=True)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".json", ".svg", ".mp4", ".html"])
+def test_compare_on_a_full_disk_is_one_line_and_leaves_no_temporary(suffix, tmp_path, monkeypatch):
+    ref = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
+    run = make_run(tmp_path / "mxfp8", "mxfp8", {"p": constant_video(range(110, 115))})
+    _fail_fsync_of(monkeypatch, suffix, 1)
+    out, page = tmp_path / "cmp", tmp_path / "page"
+    result = CliRunner().invoke(main, ["compare", str(ref), str(run), "--out", str(out), "--html", str(page)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no space left on device" in lines[0] and lines[0].split(": ")[2].endswith(suffix)
+    assert "Traceback" not in result.output and _no_temporaries(tmp_path)
