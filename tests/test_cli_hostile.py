@@ -471,3 +471,71 @@ def test_compare_on_a_full_disk_is_one_line_and_leaves_no_temporary(suffix, tmp_
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no space left on device" in lines[0] and lines[0].split(": ")[2].endswith(suffix)
     assert "Traceback" not in result.output and _no_temporaries(tmp_path)
+
+
+def test_a_record_that_points_outside_its_run_is_refused_naming_the_field(tmp_path):
+    ref = make_run(tmp_path / "bf16", "bf16", {"a red fox running": constant_video(range(100, 105))})
+    run = make_run(tmp_path / "mxfp8", "mxfp8", {"a red fox running": constant_video(range(110, 115))})
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["prompts"] = {"texts": ["../../bf16/videos/a red fox running"], "count": 1}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    before = _tree(tmp_path)
+    for args in (["eval", str(run), "--reference", str(ref), "--metrics", "psnr"],
+                 ["compare", str(ref), str(run), "--out", str(tmp_path / "cmp")]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "prompts.texts[0]" in lines[0] and "manifest.json" in lines[0], lines
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("env, named", [({"WORLD_SIZE": "2"}, "WORLD_SIZE is set but RANK is not"),
+                                        ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}, "MASTER_ADDR"),
+                                        ({"WORLD_SIZE": "two", "RANK": "0", "LOCAL_RANK": "0",
+                                          "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}, "WORLD_SIZE='two'")])
+def test_an_incomplete_torchrun_environment_is_one_line_naming_the_variable_before_any_write(env, named, tmp_path,
+                                                                                             monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "run"), *SMALL])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_prompt_files_lose_their_bom_and_crlf_and_a_repeated_prompt_is_refused(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_bytes("\ufeffa red apple\r\na blue sky\r\na red apple\r\n".encode())
+    result = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "run"), *SMALL, "--prompts", str(prompts)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "prompt 2 repeats prompt 0 ('a red apple')" in lines[0], lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_compare_refuses_an_unknown_prompt_and_tells_runs_of_one_schedule_apart(tmp_path):
+    first = make_run(tmp_path / "a" / "mxfp8", "mxfp8", {"p": constant_video(range(100, 105))})
+    second = make_run(tmp_path / "b" / "mxfp8", "mxfp8", {"p": constant_video(range(110, 115))})
+    unknown = CliRunner().invoke(main, ["compare", str(first), str(second), "--out", str(tmp_path / "c1"),
+                                        "--prompts", "no such prompt"])
+    assert unknown.exit_code == 2 and "'no such prompt' is not a prompt" in unknown.stderr, unknown.output
+    assert not (tmp_path / "c1").exists()
+    both = CliRunner().invoke(main, ["compare", str(first), str(second), "--out", str(tmp_path / "c2")])
+    assert both.exit_code == 0, both.output
+    assert "MXFP8 (a/mxfp8)" in both.output and "MXFP8 (b/mxfp8)" in both.output
+
+
+def test_compare_html_shows_an_undecodable_video_as_such_and_writes_the_rest(tmp_path):
+    videos = {"p": constant_video(range(100, 105)), "q": constant_video(range(100, 105))}
+    ref = make_run(tmp_path / "bf16", "bf16", videos)
+    run = make_run(tmp_path / "mxfp8", "mxfp8", videos)
+    damaged = Run.open(run).video("q")
+    damaged.write_bytes(damaged.read_bytes()[:200])
+    page = tmp_path / "page"
+    result = CliRunner().invoke(main, ["compare", str(ref), str(run), "--out", str(tmp_path / "cmp"),
+                                       "--prompts", "p", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "the video does not decode" in (page / "index.html").read_text()

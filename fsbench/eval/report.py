@@ -80,9 +80,20 @@ def configuration_names(runs: list[Run]) -> list[str | None]:
 
 
 def _told_apart(names: list[str], runs: list[Run], keys: list | None = None) -> list[str]:
-    """The folder name added where two runs share a name (or the key given for each)."""
+    """The folder name added where two runs share a name (or the key given for each); where the folders share a
+    name too (the same schedule in two sweeps), as many of their parents as tell them apart."""
     keys = names if keys is None else keys
-    return [f"{n} ({r.path.name})" if keys.count(k) > 1 else n for n, k, r in zip(names, keys, runs)]
+    told = []
+    for n, k, r in zip(names, keys, runs):
+        twins = [other for other, key in zip(runs, keys) if key == k and other is not r]
+        if not twins:
+            told.append(n)
+            continue
+        depth = 1
+        while depth < len(r.path.parts) and any(other.path.parts[-depth:] == r.path.parts[-depth:] for other in twins):
+            depth += 1
+        told.append(f"{n} ({'/'.join(r.path.parts[-depth:])})")
+    return told
 
 
 def _names(runs: list[Run]) -> tuple[list[str], list[str | None], list[str]]:
@@ -455,6 +466,10 @@ def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts:
     check_comparable(runs)
     rows = build_rows(runs)
     chosen_frame = default_frame(runs) if frame is None else frame
+    unknown = [p for p in prompts or [] if not any(p in run.prompts() for run in runs)]
+    if unknown:
+        raise FsbenchError(f"--prompts {unknown[0][:60]!r} is not a prompt of any run compared: pass one of "
+                           f"{', '.join(repr(p[:40]) for p in runs[0].prompts()[:3])}, ...")
     chosen_prompts = list(prompts) if prompts else default_prompts(runs)
     images = grid_frames(runs, chosen_prompts, chosen_frame) if chosen_prompts or prompts else None
     rundir.claim(out, "compare")

@@ -91,7 +91,7 @@ class Run:
 
     def _prompts_from(self, file: Path, count: int | None, sha256: str | None) -> list[str]:
         try:
-            lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+            lines = [line.strip() for line in file.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
         except (OSError, UnicodeDecodeError) as exc:
             raise FsbenchError(f"cannot read {file}, the prompts file of {self.path}: {exc}") from exc
         texts = lines[:count] if count is not None else lines

@@ -51,7 +51,7 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
         if not path.is_file():
             raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE or run scripts/fetch_dataset.py")
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is no prompt's start
         except (OSError, UnicodeDecodeError) as exc:
             raise FsbenchError(f"cannot read prompts file {path}: {exc}; one UTF-8 prompt per line expected") from exc
         texts = [line.strip() for line in lines if line.strip()]
@@ -62,7 +62,12 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
         if limit < 1:
             raise FsbenchError(f"--num-prompts must be at least 1, got {limit}")
         texts = texts[:limit]
+    first: dict[str, int] = {}
     for i, text in enumerate(texts):
+        if text in first:
+            raise FsbenchError(f"prompt {i} repeats prompt {first[text]} ({text[:60]!r}): each prompt names one "
+                               "video, so a prompts file lists each once")
+        first[text] = i
         problem = name_problem(text)
         if problem:
             raise FsbenchError(f"prompt {i} cannot name a video file ({problem}): {text[:60]!r}")
