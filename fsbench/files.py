@@ -78,7 +78,7 @@ def full_disk(exc: BaseException, folder: Path) -> bool:
     return stat.f_bavail * stat.f_frsize < _LOW
 
 
-def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: Path | str, write: Callable[[Path], object]) -> Path:
     """Call `write(tmp)` on a temporary file (created with the process's umask), fsync it and rename it over
     `path`. On any failure the temporary is removed and `path` is untouched; a full disk becomes `DiskFull`
     naming `path`."""

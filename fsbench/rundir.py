@@ -16,32 +16,8 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
     RUN/.lock                                           the PID of the job writing the folder (flock)
     RUN/.fsbench/{kind,staging/}                        what kind of folder this is; temporaries of live writes
 
-The manifest's keys (all JSON):
-
-- `model`: tiny | a14b-synthetic | checkpoint path; `preset`: mlperf | paper; `system`; `device`
-  ({type, name, dtype, count}); `git_commit`; `created` and `date` (first and latest write, ISO 8601 UTC)
-- `settings`: height, width, num_frames, fps, steps, guidance_scale, guidance_scale_2, boundary_ratio,
-  flow_shift, seed, negative_prompt, preset, latent_sha256 (of the float32 values)
-- `latent`: {file ("latent.pt", relative to RUN), source ("seed 42" or the file read: --latent, or
-  $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at 720x1280x81), shape, file_sha256 and git_blob (of the file
-  read; null when seeded), official (true for MLPerf's fixed_latent.pt, git blob 7c88cf35...)}
-- `schedule`: {name, spec (canonical rule string), by_step (format label of every step)}
-- `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count, texts (the
-  prompts themselves, which eval and compare use)}
-- `versions`: {python, torch, diffusers, transformers, mlcommons-loadgen, fsbench}
-- `videos`: "videos" (folder relative to RUN; one `<prompt>-0.mp4` per prompt)
-- `results`: {<Scenario>: {<mode>: summary}} with <mode> performance | accuracy. A performance summary
-  has validity ("VALID"|"INVALID"), valid (bool), invalid_reasons (list of str), latency_{min,mean,p50,
-  p90,p99,max}_ns, early_stopping_latency_ns (SingleStream), samples_per_second, query_count, samples,
-  wall_s, overrides ({count, time_s, target_latency_ms, target_qps} given), log_dir (relative to RUN),
-  capture {dir, calls} with --capture, attention_kernels ({format: sdpa|emulate|triton|gluon}, what ran) and
-  attention_kernel_fallbacks ({format: why "auto" passed over a faster kernel, e.g. Gluon on an old Triton}, when any),
-  peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; absent on CPU). An accuracy
-  summary has samples, videos_generated, videos_reused, accuracy_log and log_dir (relative to RUN), wall_s.
-  Either summary of a run on several processes (`fsbench run --gpus N`) has parallel {processes, device, cfg,
-  ulysses, replicas, backend, device_name, launcher, samples_per_replica (Offline)}. Every summary has command
-  (the `fsbench ...` command line that wrote it) and speed ({compile, gemm, vae} as given to `fsbench run`, with
-  what they did: the run's configuration)
+The manifest's schema is the `Manifest` TypedDict below (version `SCHEMA`, recorded as its `schema` key): the harness
+writes it, eval and the packager read it through `load_manifest`.
 """
 from __future__ import annotations
 
@@ -49,9 +25,8 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from fsbench import files
 from fsbench.errors import FsbenchError
 
 BENCHMARK = "wan-2.2-t2v-a14b"
@@ -66,11 +41,91 @@ LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.run.lo
 PIXEL_KEYS = ("compile", "gemm", "vae")  # of a summary's speed: the options that shape a video's pixels
 SPEED_KEYS = (*PIXEL_KEYS, "offload")  # ... and those that make a configuration (its latency)
 
+SCHEMA = 2  # the manifest's version; 1: the manifests written before the version was recorded (read as they are)
+
+
+class Device(TypedDict):
+    type: str  # cuda | cpu
+    name: str
+    count: int
+    dtype: str
+
+
+class Latent(TypedDict, total=False):
+    file: str  # "latent.pt", relative to RUN
+    source: str  # "seed 42", or the file read (--latent, or $FSBENCH_DATA/fixed_latent.pt)
+    shape: list[int]
+    file_sha256: str | None  # of the file read; None when seeded
+    git_blob: str | None
+    official: bool  # MLPerf's fixed_latent.pt
+
+
+class ScheduleRecord(TypedDict):
+    name: str
+    spec: str  # the canonical rule string
+    by_step: list[str]  # the format label of every step
+
+
+class PromptsRecord(TypedDict, total=False):
+    file: str  # the file read, or "builtin:tiny"
+    sha256: str  # of the prompts, each followed by a newline
+    count: int
+    texts: list[str]  # the prompts themselves, which eval and compare use (each names its video)
+
+
+class Summary(TypedDict, total=False):
+    """One scenario and mode's result. Performance: validity ... wall_s, from LoadGen's detail log; accuracy: samples
+    and the video counts. Both: the command that wrote it, the run's configuration (speed) and where its logs are."""
+
+    validity: str  # VALID | INVALID
+    valid: bool
+    invalid_reasons: list[str]
+    latency_min_ns: int
+    latency_mean_ns: int
+    latency_p50_ns: int
+    latency_p90_ns: int
+    latency_p99_ns: int
+    latency_max_ns: int
+    early_stopping_latency_ns: int  # SingleStream
+    samples_per_second: float
+    query_count: int
+    samples: int
+    wall_s: float
+    overrides: dict[str, float | int]  # the LoadGen overrides given: count, time_s, target_latency_ms, target_qps
+    log_dir: str  # relative to RUN
+    capture: dict[str, Any]  # {dir (relative to RUN), calls} with --capture
+    attention_kernels: dict[str, str]  # format -> sdpa | emulate | triton | gluon, what ran
+    attention_kernel_fallbacks: dict[str, str]  # format -> why "auto" passed over a faster kernel
+    peak_gpu_memory_bytes: int  # the largest of one video; absent on CPU
+    videos_generated: int
+    videos_reused: int
+    accuracy_log: str  # relative to RUN
+    parallel: dict[str, Any]  # processes, device, cfg, ulysses, replicas, backend, ... with --gpus N
+    speed: dict[str, Any]  # compile, gemm, vae, offload as given, with what they did: the configuration
+    profile: dict[str, Any]  # with --profile
+    warm_up: dict[str, Any]  # with --warm-up
+    command: str  # the `fsbench ...` command line that wrote it
+
+
+class Manifest(TypedDict, total=False):
+    schema: int  # SCHEMA; absent in version 1
+    model: str  # tiny | a14b-synthetic | a checkpoint path
+    preset: str  # mlperf | paper
+    system: str  # a folder name of the LoadGen logs
+    device: Device
+    settings: dict[str, Any]  # height ... negative_prompt, preset, latent_sha256 (of the float32 values)
+    latent: Latent
+    schedule: ScheduleRecord
+    prompts: PromptsRecord
+    versions: dict[str, str | None]  # python, torch, diffusers, transformers, mlcommons-loadgen, fsbench
+    videos: str  # "videos", relative to RUN
+    git_commit: str | None
+    created: str  # first write, ISO 8601 UTC
+    date: str  # latest write
+    results: dict[str, dict[str, Summary]]  # scenario -> performance | accuracy | TEST04 -> summary
+
 
 MAX_NAME_BYTES = 240  # file systems cap names at 255 bytes; the sidecar's `.json` needs some of the rest
-# The folders fsbench writes, each claimed for one kind (`claim`); a run folder's kind is also known by its manifest.
-KINDS = {"run": "a run folder", "sweep": "a sweep folder", "compare": "a comparison folder",
-         "page": "a comparison page's folder", "submission": "a submission root"}
 
 
 def video_name(prompt: str) -> str:
@@ -130,80 +185,10 @@ def capture_dir(run: Path, scenario: str, mode: str) -> Path:
     return run / "capture" / f"{scenario}-{mode}"
 
 
-def kind_of(folder: Path) -> str | None:
-    """What fsbench folder `folder` is: a key of KINDS; None where it is new or empty; "" where it is not
-    fsbench's. Folders written before the kind was recorded are known by what they hold."""
-    folder = Path(folder)
-    if not folder.exists():
-        return None
-    if not folder.is_dir():
-        return ""
-    marker = folder / files.OWNED / files.KIND
-    if marker.is_file():
-        kind = marker.read_text(encoding="utf-8", errors="replace").strip()
-        return kind if kind in KINDS else ""
-    entries = [e for e in folder.iterdir() if e.name not in (LOCK, files.OWNED)]
-    shown = [e for e in entries if not e.name.startswith(".")]
-    if not entries:
-        return None
-    if (folder / MANIFEST).is_file():
-        return "run"
-    if (folder / "compare.json").is_file() and (folder / "compare.md").is_file():
-        return "compare"
-    if shown and all((e / MANIFEST).is_file() for e in shown) and len(shown) == len(entries):
-        return "sweep"
-    if all(e.name in ("open", "closed") or e.name.startswith(".fsbench-staging-") for e in entries) and shown:
-        return "submission"
-    return ""
-
-
-def claim(folder: Path, kind: str) -> Path:
-    """The rule of every command that writes a folder: `folder` is new, empty, or fsbench's own folder of `kind`,
-    and lies inside no run folder (whose files are a run's own). Anything else is refused in one line naming it,
-    before any byte is written; a claimed folder records its kind and gets its staging place."""
-    folder = Path(folder)
-    refuse_foreign(folder, kind)
-    staging = files.staging_of(folder)
-    try:
-        staging.mkdir(parents=True, exist_ok=True)
-        if not (folder / files.OWNED / files.KIND).is_file():
-            files.atomic_write_text(folder / files.OWNED / files.KIND, f"{kind}\n")
-    except IsADirectoryError as exc:
-        raise FsbenchError(f"{exc.filename} is a folder where fsbench keeps a file: remove it") from exc
-    except OSError as exc:
-        raise FsbenchError(f"cannot write to output directory {folder}: {exc.strerror}; pass --out DIR") from exc
-    return folder
-
-
-def refuse_foreign(folder: Path, kind: str) -> None:
-    """`claim`'s check alone (nothing written): a one-line FsbenchError unless `folder` may become or be `kind`."""
-    found = kind_of(folder)
-    if found == "" and folder.exists() and not folder.is_dir():
-        raise FsbenchError(f"{folder} is a file, not a folder: pass --out DIR naming a new or empty folder")
-    if found == "":
-        raise FsbenchError(f"{folder} is a folder fsbench did not write and not empty: fsbench writes only a new "
-                           f"folder, an empty one or {KINDS[kind]} of its own; pass --out DIR")
-    if found is not None and found != kind:
-        raise FsbenchError(f"{folder} is {KINDS[found]}, not {KINDS[kind]}: pass --out DIR naming a new folder")
-    for parent in Path(os.path.abspath(folder)).parents:
-        if kind_of_parent(parent) == "run":
-            raise FsbenchError(f"{folder} lies inside the run folder {parent}, whose files are the run's own: "
-                               "pass --out DIR outside it")
-
-
-def kind_of_parent(folder: Path) -> str | None:
-    """The kind of an ancestor folder, read cheaply (its marker or manifest): what `claim` must not write inside."""
-    marker = folder / files.OWNED / files.KIND
-    try:
-        if marker.is_file():
-            return marker.read_text(encoding="utf-8", errors="replace").strip()
-        return "run" if (folder / MANIFEST).is_file() else None
-    except OSError:
-        return None
-
-
-def load_manifest(run: Path | str) -> dict[str, Any]:
-    """The run's manifest (keys above); a missing or unreadable one is a one-line error naming the file."""
+def load_manifest(run: Path | str) -> Manifest:
+    """The run's manifest; a missing, unreadable or unsafe one (`check_paths`), or one of a newer schema than this
+    fsbench reads, is a one-line error naming the file. A manifest from before the schema was versioned (no
+    `schema` key) has the same keys and is read as it is."""
     path = Path(run) / MANIFEST
     if not path.is_file():
         raise FsbenchError(f"{run} is not a run folder (no {MANIFEST}): pass a folder written by `fsbench run` or "
@@ -214,8 +199,16 @@ def load_manifest(run: Path | str) -> dict[str, Any]:
         raise FsbenchError(f"{path} is not valid JSON ({exc}): rerun the run or fix the file") from exc
     if not isinstance(manifest, dict):
         raise FsbenchError(f"{path} is not a manifest (a JSON object): rerun the run or fix the file")
+    version = manifest.get("schema", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise FsbenchError(f"{path}: schema {str(version)[:20]!r} is not a manifest version (a whole number from 1): "
+                           "rerun the run or fix the file")
+    if version > SCHEMA:
+        raise FsbenchError(f"{path} has manifest schema {version}, written by a newer fsbench; this one reads up to "
+                           f"{SCHEMA}: upgrade fsbench to read it")
     check_paths(Path(run), manifest)
-    return manifest
+    typed: Manifest = manifest  # type: ignore[assignment]  # its keys checked above where a reader relies on them
+    return typed
 
 
 def check_paths(run: Path, manifest: dict[str, Any]) -> None:

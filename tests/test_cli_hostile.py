@@ -22,7 +22,7 @@ from fsbench.eval.runs import Run
 from fsbench.files import TEMP_PREFIX, atomic_write_text, staging_of
 from fsbench.harness.cli import main
 from fsbench.harness.model.synthetic import TINY_PROMPTS
-from fsbench.rundir import load_manifest
+from fsbench.rundir import SCHEMA, load_manifest
 
 from eval_runs import SETTINGS, constant_video, make_run
 
@@ -219,6 +219,7 @@ def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_pat
 
     resumed = CliRunner().invoke(main, args, catch_exceptions=False)
     assert resumed.exit_code == 0, resumed.output
+    assert load_manifest(out)["schema"] == SCHEMA
     summary = load_manifest(out)["results"]["Offline"]["accuracy"]
     assert (summary["videos_generated"], summary["videos_reused"]) == (1, len(TINY_PROMPTS) - 1)
     assert summary["attention_kernels"] == {"bf16": "sdpa"}  # known although three videos were only reused
@@ -539,3 +540,20 @@ def test_compare_html_shows_an_undecodable_video_as_such_and_writes_the_rest(tmp
                                        "--prompts", "p", "--html", str(page)])
     assert result.exit_code == 0, result.output
     assert "the video does not decode" in (page / "index.html").read_text()
+
+
+@pytest.mark.parametrize("schema, said", [(SCHEMA + 1, "written by a newer fsbench"), ("2", "is not a manifest version"),
+                                          (None, "")])
+def test_a_manifest_of_another_schema_is_read_or_refused_in_one_line_saying_why(schema, said, tmp_path):
+    ref = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
+    run = make_run(tmp_path / "mxfp8", "mxfp8", {"p": constant_video(range(110, 115))})
+    if schema is not None:  # else a manifest from before the version was recorded: read as it is
+        manifest = json.loads((run / "manifest.json").read_text())
+        (run / "manifest.json").write_text(json.dumps({**manifest, "schema": schema}))
+    result = CliRunner().invoke(main, ["compare", str(ref), str(run), "--out", str(tmp_path / "cmp")])
+    if not said:
+        assert result.exit_code == 0, result.output
+        return
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and "mxfp8/manifest.json" in lines[0], lines

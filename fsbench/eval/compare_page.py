@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from fsbench import files, rundir
+from fsbench import files
+from fsbench.folders import claim
 from fsbench.eval import report, store
 from fsbench.eval.runs import Run
 from fsbench.eval.video_io import VideoError, read_frames, write_video
@@ -34,7 +35,7 @@ def write_page(run_paths: list[Path], out: Path, link: bool = False) -> Path:
     """Write OUT/index.html, its plots and its videos (copies, or links to the runs' own with `link`)."""
     runs = [Run.open(p) for p in run_paths]
     rows = report.build_rows(runs)
-    rundir.claim(out, "page")
+    claim(out, "page")
     reference = next((r for r in rows if r.reference), None) or next((r for r in rows if r.run.schedule == "bf16"),
                                                                         None)
     prompts = list(dict.fromkeys(p for run in runs for p in run.prompts()))

@@ -17,6 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fsbench import files, rundir
+from fsbench.folders import claim
 from fsbench.errors import FsbenchError
 from fsbench.eval import fidelity, store
 from fsbench.eval.runs import Run
@@ -472,7 +473,7 @@ def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts:
                            f"{', '.join(repr(p[:40]) for p in runs[0].prompts()[:3])}, ...")
     chosen_prompts = list(prompts) if prompts else default_prompts(runs)
     images = grid_frames(runs, chosen_prompts, chosen_frame) if chosen_prompts or prompts else None
-    rundir.claim(out, "compare")
+    claim(out, "compare")
     paths = write_tables(rows, out)
     paths["speedup"] = plot_speedup(rows, out / "speedup.png")
     paths["frames"] = (None if images is None else

@@ -5,8 +5,10 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fsbench import rundir
 from fsbench.errors import FsbenchError
@@ -29,7 +31,7 @@ class Run:
     """A run folder and its manifest."""
 
     path: Path
-    manifest: dict
+    manifest: rundir.Manifest
 
     @classmethod
     def open(cls, path: str | Path) -> "Run":
@@ -142,7 +144,7 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     return rundir.file_sha256(path)
 
 
-def _from_manifest(manifest: dict, scenario: str) -> Performance | None:
+def _from_manifest(manifest: Mapping[str, Any], scenario: str) -> Performance | None:
     results = manifest.get("results") or {}
     entry = results.get(scenario) or results.get(scenario.lower()) or {}
     if isinstance(entry, dict) and isinstance(entry.get("performance"), dict):

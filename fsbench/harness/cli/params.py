@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from fsbench import rundir
 from fsbench.errors import FsbenchError
+from fsbench.folders import refuse_foreign
 
 # Bounds of the LoadGen overrides: beyond them LoadGen allocates per expected query and a typo exhausts memory.
 MAX_COUNT = 1_000_000
@@ -67,7 +67,7 @@ class NameType(click.ParamType):
 class OutPath(click.Path):
     """An output path (folder, or file with dir_okay=False) that may not exist yet, is never the empty string
     (which the OS reads as the current folder) and can be created: its nearest existing ancestor is a writable
-    folder. A folder of `kind` follows `rundir.claim`'s rule: new, empty or fsbench's own of that kind, outside
+    folder. A folder of `kind` follows `fsbench.folders.claim`'s rule: new, empty or fsbench's own of that kind, outside
     any run folder. Checked here, so a wrong output fails before the work whose result it would hold."""
 
     def __init__(self, kind: str | None = None, **kwargs: Any):
@@ -88,7 +88,7 @@ class OutPath(click.Path):
             self.fail(f"cannot write to {what} {path}: no write permission in {ancestor}", param, ctx)
         if self.kind is not None:
             try:
-                rundir.refuse_foreign(path, self.kind)
+                refuse_foreign(path, self.kind)
             except FsbenchError as exc:
                 self.fail(str(exc), param, ctx)
         return path

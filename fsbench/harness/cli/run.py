@@ -8,8 +8,8 @@ from typing import Any
 import click
 import torch
 
-from fsbench import rundir
 from fsbench.errors import FsbenchError
+from fsbench.folders import claim
 from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
@@ -193,7 +193,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
     if team.leads_job():
-        rundir.claim(out, "sweep")
+        claim(out, "sweep")
     for spec, slug in zip(specs, slugs):
         interrupts.watch(out / slug, spec.prompts.texts)
     with lock.hold(*(out / slug for slug in slugs if team.leads_job())):  # rank 0, for every rank

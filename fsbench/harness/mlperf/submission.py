@@ -29,7 +29,8 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import accuracy_log, compliance, system as system_desc
 from fsbench.harness.run import made_with
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB
-from fsbench import files, rundir
+from fsbench import files
+from fsbench.folders import claim
 from fsbench.files import atomic_write_text
 from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check, read_mllog
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
@@ -78,7 +79,7 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     _same_system_under_test(manifests)
     sources = _collect(manifests)
     data = _data_dir()
-    out = rundir.claim(Path(out), "submission")
+    out = claim(Path(out), "submission")
     final = out / division / submitter
     _clean_stale_staging(out)
     staging = Path(tempfile.mkdtemp(dir=files.staging_of(out), prefix=f"{STAGING_PREFIX}{os.getpid()}-"))

@@ -10,18 +10,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fsbench import files, rundir
+from fsbench.folders import claim, refuse_foreign
 from fsbench.errors import FsbenchError
 
 
 @contextlib.contextmanager
 def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
-    """Claim every folder in `folders` as fsbench's `kind` (`rundir.claim`: new, empty or already one), lock each
+    """Claim every folder in `folders` as fsbench's `kind` (`fsbench.folders.claim`: new, empty or already one), lock each
     for the block, then empty their staging places."""
     for folder in folders:
-        rundir.refuse_foreign(folder, kind)  # every folder checked before the first is written
+        refuse_foreign(folder, kind)  # every folder checked before the first is written
     with contextlib.ExitStack() as stack:
         for folder in folders:
-            rundir.claim(folder, kind)
+            claim(folder, kind)
             stack.enter_context(_lock(folder))
         for folder in folders:
             files.clean_staging(folder)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from tqdm.auto import tqdm
@@ -102,7 +102,7 @@ def open_run_dir(run: Path, spec: RunSpec, system: str, device: torch.device) ->
         "versions": writer.versions(),
         "git_commit": writer.git_commit(),
     }
-    writer.open_run(run, header)
+    writer.open_run(run, cast(rundir.Manifest, header))
     if not (run / rundir.LATENT).is_file():
         files.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
 
@@ -257,7 +257,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         summary["parallel"] = team.describe()
     if profiler is not None:
         summary["profile"] = profiler.write(run, summary)
-    writer.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
+    writer.record_result(run, opts.scenario, opts.audit or opts.mode, cast(rundir.Summary, summary))
     logging.getLogger("fsbench").info("%s (%s)", describe(summary), spec.schedule.name)
     return summary
 
