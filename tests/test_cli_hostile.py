@@ -7,10 +7,12 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -557,3 +559,21 @@ def test_a_manifest_of_another_schema_is_read_or_refused_in_one_line_saying_why(
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0] and "mxfp8/manifest.json" in lines[0], lines
+
+
+@pytest.mark.slow
+def test_a_request_of_days_says_so_before_it_starts(tmp_path):
+    out = tmp_path / "run"
+    process = _fsbench_process("run", "--out", str(out), "--height", "2048", "--width", "2048", "--frames", "257",
+                               "--steps", "1", "--num-prompts", "1", "--device", "cpu", "--scenario", "Offline",
+                               "--mode", "accuracy")
+    timer = threading.Timer(180, process.kill)
+    timer.start()
+    try:
+        said = next((line for line in process.stderr if "estimated at" in line), "")
+    finally:
+        process.kill()
+        process.communicate()
+        timer.cancel()
+    assert re.match(r"fsbench: this request is estimated at [\d.]+ (h|days) on cpu ", said), said
+    assert "2048x2048x257, 1 steps" in said

@@ -14,7 +14,7 @@ from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.run import interrupts, lock, logs, orchestrator
+from fsbench.harness.run import estimate, interrupts, lock, logs, orchestrator
 from fsbench.harness.run.presets import preset_names
 from fsbench.harness.precision.schedule import builtin_names
 from fsbench.harness.precision.schedule import load as load_schedule
@@ -142,6 +142,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     if warm_up and layout.processes > 1:
         raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
     interrupts.watch(run_dir, spec.prompts.texts)
+    _announce(spec, len(spec.prompts.texts) if mode == "accuracy" else kw["count"] or len(spec.prompts.texts), device)
     with lock.hold(*([run_dir] if team.leads_job() else [])):  # rank 0 holds it for every rank
         if layout.processes > 1:
             logs.attach(run_dir)
@@ -196,6 +197,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
         claim(out, "sweep")
     for spec, slug in zip(specs, slugs):
         interrupts.watch(out / slug, spec.prompts.texts)
+    _announce(specs[0], sum(len(spec.prompts.texts) for spec in specs), device)
     with lock.hold(*(out / slug for slug in slugs if team.leads_job())):  # rank 0, for every rank
         if layout.processes > 1:
             jobs = [team.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
@@ -213,6 +215,13 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
                 summary = orchestrator.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
             click.echo(f"[{spec.schedule.name}] {orchestrator.describe(summary)}")
     click.echo(f"results: {out}/{{{','.join(slugs)}}}")
+
+
+def _announce(spec: orchestrator.RunSpec, videos: int, device: torch.device) -> None:
+    """Say before it starts that a request will take long (rank 0 only, not with --quiet)."""
+    line = estimate.announce(spec.model, spec.settings, videos, device) if team.leads_job() else None
+    if line and not logs.quiet():
+        click.echo(f"fsbench: {line}", err=True)
 
 
 def _echo_pass(job: team.Job, summary: dict[str, Any]) -> None:
