@@ -522,6 +522,9 @@ def test_prompt_files_lose_their_bom_and_crlf_and_a_repeated_prompt_is_refused(t
 def test_compare_refuses_an_unknown_prompt_and_tells_runs_of_one_schedule_apart(tmp_path):
     first = make_run(tmp_path / "a" / "mxfp8", "mxfp8", {"p": constant_video(range(100, 105))})
     second = make_run(tmp_path / "b" / "mxfp8", "mxfp8", {"p": constant_video(range(110, 115))})
+    for run in (first, second):  # runs that record their prompts, as the harness writes them
+        manifest = json.loads((run / "manifest.json").read_text())
+        (run / "manifest.json").write_text(json.dumps({**manifest, "prompts": {"texts": ["p"], "count": 1}}))
     unknown = CliRunner().invoke(main, ["compare", str(first), str(second), "--out", str(tmp_path / "c1"),
                                         "--prompts", "no such prompt"])
     assert unknown.exit_code == 2 and "'no such prompt' is not a prompt" in unknown.stderr, unknown.output

@@ -252,7 +252,7 @@ def test_closed_packaging_is_refused_with_every_failing_rule(tiny_run, tmp_path)
     assert result.exit_code == 2
     assert "submission not written" in result.output
     assert "TEST04: missing" in result.output and "LoadGen result is INVALID" in result.output
-    assert not (tmp_path / "closed").exists() and not list(tmp_path.glob(".fsbench-staging-*"))
+    assert not (tmp_path / "closed").exists() and not list(tmp_path.rglob(".fsbench-staging-*"))
 
 
 def test_a_missing_accuracy_run_is_refused_before_anything_is_written(tiny_run, tmp_path):

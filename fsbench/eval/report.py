@@ -467,8 +467,9 @@ def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts:
     check_comparable(runs)
     rows = build_rows(runs)
     chosen_frame = default_frame(runs) if frame is None else frame
-    unknown = [p for p in prompts or [] if not any(p in run.prompts() for run in runs)]
-    if unknown:
+    recorded = all(isinstance((run.manifest.get("prompts") or {}).get("texts"), list) for run in runs)
+    unknown = [p for p in prompts or [] if not any(p in run.prompts() for run in runs)] if recorded else []
+    if unknown:  # runs that record their prompts know them all; older ones may lack a prompt's video only
         raise FsbenchError(f"--prompts {unknown[0][:60]!r} is not a prompt of any run compared: pass one of "
                            f"{', '.join(repr(p[:40]) for p in runs[0].prompts()[:3])}, ...")
     chosen_prompts = list(prompts) if prompts else default_prompts(runs)
