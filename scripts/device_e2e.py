@@ -25,6 +25,7 @@ import torch
 
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import pipeline
+from fsbench.harness.parallel import team
 from fsbench.harness.run import dataset, orchestrator, writer
 from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
 from fsbench.harness.run.presets import build_settings
@@ -87,7 +88,9 @@ def single_stream_query(pipe: Any, model: str, out: Path, schedule: str, steps: 
     orchestrator.open_run_dir(run_dir, spec, system, device)
     opts = loadgen.LoadgenOptions("SingleStream", "performance", count=1, time_s=0,
                                          target_latency_ms=60000)
-    summary = orchestrator.run_scenario(pipe, spec, run_dir, system, opts, impl=impl)
+    layout = team.Layout(1, device.type)
+    job = orchestrator.Job(spec, opts, run_dir, system, impl, layout)
+    summary = orchestrator.run_scenario(pipe, job, team.Team(layout, device))
     return {"schedule": schedule, "steps": steps, "latency_s": summary["latency_max_ns"] / 1e9,
             "validity_note": "one query: LoadGen needs 64 for a VALID SingleStream result",
             "run_dir": str(run_dir)}
