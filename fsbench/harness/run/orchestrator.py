@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fsbench import rundir
+from fsbench.harness.measure import profile_report
 from fsbench.harness.measure.profile import NullProfiler, Profiler
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options, pipeline
@@ -305,7 +306,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
         summary["warm_up"] = warmed
     summary.update(team.record())
     if profiler is not None:
-        summary["profile"] = profiler.write(run, summary)
+        summary["profile"] = profile_report.write(run, profiler, summary)
     writer.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
     logging.getLogger("fsbench").info("%s (%s)", describe(summary), spec.schedule.name)
     return summary
