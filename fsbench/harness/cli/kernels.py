@@ -230,15 +230,15 @@ def plot_sweep(json_path: Path, png: Path) -> None:
 
 @kernels.command("check")
 @click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True, callback=params.comma_list())
-@click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
+@click.option("--impl", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
               help="which kernel to check")
 @click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the rows as JSON here")
-def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None:
+def check(formats: tuple[str, ...], impl: str, json_path: Path | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an sm_90 GPU)."""
     from fsbench.kernels.tools import check as kcheck
 
     header = provenance(_need_hopper())
-    rows = kcheck.run_checks(formats, engine=engine)
+    rows = kcheck.run_checks(formats, impl=impl)
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")
