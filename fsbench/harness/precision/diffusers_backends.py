@@ -13,10 +13,9 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.harness.precision.schedule import FORMATS
+from fsbench.kernels.constants import MX_FORMATS
 
 PREFIX = "fsbench_"
-MX_FORMATS = tuple(f for f in FORMATS if f != "bf16")
 
 
 def names() -> list[str]:
