@@ -20,6 +20,7 @@ from fsbench.errors import FsbenchError
 from fsbench.eval import store, video_io, weights
 from fsbench.eval.runs import Run
 from fsbench.gpus import child_gpus
+from fsbench import paths
 from fsbench.paths import REPO
 from fsbench.rundir import BENCHMARK, VIDEO_SUFFIX
 
@@ -40,10 +41,10 @@ def vbench_python() -> Path:
 
 
 def data_dir() -> Path:
-    """Where VBench_full_info.json and samples_filename_ids.txt live (FSBENCH_DATA, else ../shared/data)."""
-    path = Path(os.environ.get("FSBENCH_DATA") or REPO.parent / "shared" / "data")
+    """Where VBench_full_info.json and samples_filename_ids.txt live: the data folder (`fsbench.paths.data_dir`)."""
+    path = paths.data_dir()
     if not (path / "VBench_full_info.json").is_file():
-        raise FsbenchError(f"{path / 'VBench_full_info.json'} not found: set FSBENCH_DATA to the dataset folder")
+        raise FsbenchError(f"{path / 'VBench_full_info.json'} not found: set {paths.DATA_ENV} to the dataset folder")
     return path
 
 

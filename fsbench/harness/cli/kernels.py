@@ -135,7 +135,7 @@ def _need_hopper() -> str:
 @click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the results as JSON here")
 @click.option("--markdown", "md_path", type=params.OutPath(dir_okay=False), help="write a markdown table here")
 @click.option("--clock-seconds", type=params.non_negative_float(3600.0), default=0, show_default=True,
-              help="then run each row back to back this long, with its SM clock, power and TFLOP/J (the 700 W cap)")
+              help="then run each row back to back this long, with its SM clock, power and TFLOP/J (under the power cap)")
 @click.option("--interleave", is_flag=True,
               help="time the rows round-robin, each once per repeat, so clock drift reaches all alike (no emulator)")
 @click.option("--sweep", is_flag=True,

@@ -37,11 +37,12 @@ _generation = _options_decorator([
     click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
                  help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
-                 help="One prompt per line [default: tiny's own prompts, else $FSBENCH_DATA/vbench_prompts.txt]."),
+                 help="One prompt per line [default: tiny's own prompts, else vbench_prompts.txt in $FSBENCH_DATA, "
+                      "else in $XDG_CACHE_HOME/fsbench]."),
     click.option("--num-prompts", type=params.POSITIVE_INT, help="Use only the first N prompts."),
     click.option("--latent", "latent_file", type=click.Path(path_type=Path),
-                 help="Fixed initial latent file [default: $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at "
-                      "720x1280x81, else N(0,1) from the seed]."),
+                 help="Fixed initial latent file [default: fixed_latent.pt of the data folder ($FSBENCH_DATA, else "
+                      "$XDG_CACHE_HOME/fsbench) for the mlperf preset at 720x1280x81, else N(0,1) from the seed]."),
     click.option("--height", type=params.int_range(16, params.MAX_SIDE),
                  help="Override the preset's height (multiple of 16)."),
     click.option("--width", type=params.int_range(16, params.MAX_SIDE),

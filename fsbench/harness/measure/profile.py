@@ -17,7 +17,7 @@ self-attention joules are its share of them: at the power cap the power is nearl
 energy within the loop. On a CPU the energy fields are None and `energy.reason` says why.
 
 Clock: under the power cap a kernel runs at the clock its power draw allows, so the same call can take longer in
-the pipeline than on the bench without any overhead. nvidia-smi samples the SM clock and power every 50 ms
+the pipeline than on the bench without any overhead. nvidia-smi samples the SM clock and power every `CLOCK_SAMPLE_MS`
 (`harness.measure.clocks`); an event recorded right after a device sync maps the CUDA events onto the samples' time, and
 each sample counts for self-attention or for the rest of the denoising loop by when it was taken.
 
