@@ -23,15 +23,15 @@ from typing import Any
 import click
 import torch
 
+from fsbench.harness.measure.profile import Clock
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import pipeline
-from fsbench.harness.parallel import team
-from fsbench.harness.run import dataset, orchestrator, writer
-from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
-from fsbench.harness.run.presets import build_settings
-from fsbench.harness.measure.profile import Clock
-from fsbench.harness.precision.schedule import load as load_schedule
 from fsbench.harness.model.synthetic import TINY_PROMPTS
+from fsbench.harness.parallel import team
+from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
+from fsbench.harness.precision.schedule import load as load_schedule
+from fsbench.harness.run import dataset, orchestrator, writer
+from fsbench.harness.run.presets import build_settings
 
 
 class TimedCore:

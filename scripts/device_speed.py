@@ -41,13 +41,13 @@ import click
 import torch
 
 from fsbench.harness.measure import clocks as gpu_clock
+from fsbench.harness.measure.profile import Clock, Profiler
 from fsbench.harness.mlperf import loadgen as loadgen_driver
 from fsbench.harness.model import fp8_linear, options as speed, pipeline
-from fsbench.harness.run import dataset, orchestrator, writer
 from fsbench.harness.precision.router import SelfAttentionCall, SelfAttentionRouter
-from fsbench.harness.run.presets import build_settings
-from fsbench.harness.measure.profile import Clock, Profiler
 from fsbench.harness.precision.schedule import load as load_schedule
+from fsbench.harness.run import dataset, orchestrator, writer
+from fsbench.harness.run.presets import build_settings
 
 SCHEDULES = ("bf16", "mxfp8", "mxfp6", "mxfp4", "hybrid")
 ASSEMBLED_STEPS = 20  # the preset's denoising steps, the count `assemble` sums
@@ -223,7 +223,7 @@ def measure_vae(pipe: Any, settings: Any, clock: Clock, report: Report) -> torch
         with torch.no_grad():
             latent = z.to(dtype).contiguous(memory_format=layout)
             vae.decode(latent, return_dict=False)
-            seconds, video = _seconds(clock, lambda: vae.decode(latent, return_dict=False)[0])
+            seconds, video = _seconds(clock, lambda latent=latent: vae.decode(latent, return_dict=False)[0])
         row: dict[str, Any] = {"decode_s": seconds}
         if reference is None:
             reference = video.float()

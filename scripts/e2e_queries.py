@@ -36,8 +36,8 @@ import click
 from fsbench.errors import FsbenchError
 from fsbench.eval.runs import Run
 from fsbench.gpus import child_gpus
-from fsbench.harness.run import writer
 from fsbench.harness.precision.schedule import builtin_names
+from fsbench.harness.run import writer
 from fsbench.paths import REPO
 
 CONFIGS = {"optimized": {"gemm": "fp8", "compile": True, "vae": "bf16"},

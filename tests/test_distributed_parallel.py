@@ -23,8 +23,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from fsbench.harness.parallel import team as distributed
-from fsbench.harness.run import orchestrator
 from fsbench.harness.precision.router import SelfAttentionRouter
+from fsbench.harness.run import orchestrator
 
 SMALL = {"height": 64, "width": 64, "num_frames": 9, "steps": 2}
 SCHEDULES = ("bf16", "mxfp4", "mxfp8")

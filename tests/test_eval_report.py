@@ -214,7 +214,8 @@ def test_host_offload_is_a_configuration_of_its_own_that_keeps_the_videos(tmp_pa
     for name, schedule, extra in [("bf16", "bf16", {}), ("mxfp8", "mxfp8", {}),
                                   ("bf16-off", "bf16", offloaded), ("mxfp8-off", "mxfp8", offloaded)]:
         single = {"latency_p90_ns": 5e9, "valid": True, "speed": {**speed, **extra}}
-        runs.append(Run.open(make_run(tmp_path / name, schedule, {}, results={"SingleStream": {"performance": single}})))
+        results = {"SingleStream": {"performance": single}}
+        runs.append(Run.open(make_run(tmp_path / name, schedule, {}, results=results)))
     assert report.labels(runs) == ["BF16 · weights on the GPU", "MXFP8 · weights on the GPU", "BF16 · host offload",
                                    "MXFP8 · host offload"]
     digests = {artifacts.made_with("tiny", {}, "0" * 64, "mxfp8", "auto", {**speed, "offload": offload})

@@ -16,10 +16,10 @@ import torch
 from click.testing import CliRunner
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.mlperf import compliance as test04
-from fsbench.harness.run import dataset
 from fsbench.harness.cli import main
+from fsbench.harness.mlperf import compliance as test04
 from fsbench.harness.mlperf.loadgen import SCENARIOS
+from fsbench.harness.run import dataset
 from fsbench.harness.run.presets import build_settings
 from fsbench.rundir import BENCHMARK, load_manifest
 

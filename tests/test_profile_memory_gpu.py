@@ -9,10 +9,11 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from fsbench.harness.run import orchestrator  # noqa: E402
-from fsbench.harness.precision.router import SelfAttentionRouter  # noqa: E402
 from fsbench.harness.measure.profile import MEMORY_PHASES, Profiler  # noqa: E402
 from fsbench.harness.measure.profile_report import format_table, summarize  # noqa: E402
+from fsbench.harness.precision.router import SelfAttentionRouter  # noqa: E402
+from fsbench.harness.run import orchestrator  # noqa: E402
+
 from weight_bytes import weight_bytes  # noqa: E402
 
 SHAPE = dict(height=64, width=64, num_frames=9, steps=2)

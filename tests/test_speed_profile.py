@@ -9,12 +9,12 @@ import torch
 from click.testing import CliRunner
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.model import options as speed
-from fsbench.harness.run import orchestrator
-from fsbench.harness.precision.router import SelfAttentionRouter
 from fsbench.harness.cli import main
 from fsbench.harness.measure.profile import Profiler
 from fsbench.harness.measure.profile_report import format_table, summarize
+from fsbench.harness.model import options as speed
+from fsbench.harness.precision.router import SelfAttentionRouter
+from fsbench.harness.run import orchestrator
 from fsbench.rundir import load_manifest
 
 SMALL = dict(height=32, width=32, num_frames=5, steps=2)

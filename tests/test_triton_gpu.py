@@ -8,10 +8,7 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs a Hopper (sm_90) CUDA GPU", allow_module_level=True)
 
-from fsbench.kernels import (
-    attention_with_stats,  # noqa: E402
-    registry,  # noqa: E402
-)
+from fsbench.kernels import attention_with_stats, registry  # noqa: E402
 from fsbench.kernels.hopper.launch import GLUON_KERNEL, triton_attention  # noqa: E402
 from fsbench.kernels.reference.emulator import emulate  # noqa: E402
 from fsbench.kernels.tools.check import Case, make_inputs  # noqa: E402

@@ -225,7 +225,8 @@ def _cell(value, fmt: str) -> str:
 
 def _footnotes(rows: list[Row]) -> tuple[dict[str, int], dict[tuple[int, str], int]]:
     """Number each distinct note once; map every (row, column) with a note to its number."""
-    numbers, marks = {}, {}
+    numbers: dict[str, int] = {}
+    marks: dict[tuple[int, str], int] = {}
     for i, row in enumerate(rows):
         for key, _, _ in COLUMNS:
             note = row.notes.get(key)
@@ -262,7 +263,8 @@ def configuration_columns(rows: list[Row]) -> tuple[list[str], dict[str, dict[st
     columns = list(dict.fromkeys(r.configuration for r in rows if r.configuration))
     cells: dict[str, dict[str, int]] = {}
     for i, row in enumerate(rows):
-        cells.setdefault(row.schedule, {})[row.configuration] = i
+        if row.configuration:
+            cells.setdefault(row.schedule, {})[row.configuration] = i
     return columns, cells
 
 
@@ -384,7 +386,7 @@ def _pad(ax, xs: list[float], ys: list[float]) -> None:
 
 def default_frame(runs: list[Run]) -> int:
     """Frame 40 as in the paper's Figure 4, or the middle frame of shorter videos."""
-    frames = [r.settings.get("num_frames") for r in runs if isinstance(r.settings.get("num_frames"), int)]
+    frames = [n for r in runs if isinstance(n := r.settings.get("num_frames"), int)]
     shortest = min(frames) if frames else 81
     return 40 if shortest > 40 else shortest // 2
 
@@ -459,7 +461,7 @@ def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts:
     chosen_frame = default_frame(runs) if frame is None else frame
     chosen_prompts = list(prompts) if prompts else default_prompts(runs)
     images = grid_frames(runs, chosen_prompts, chosen_frame) if chosen_prompts or prompts else None
-    paths = write_tables(rows, out)
+    paths: dict[str, Path | None] = {**write_tables(rows, out)}
     paths["speedup"] = plot_speedup(rows, out / "speedup.png")
     paths["frames"] = (None if images is None else
                        frame_grid(runs, chosen_prompts, chosen_frame, out / "frames.png", images))

@@ -52,7 +52,8 @@ def main(json_path: str | None) -> None:
         opts = parse_options(fmt, {})
         row = report["formats"][fmt] = {}
         for layout, qkv in layouts.items():
-            prepass = statistics.median(time_ms(lambda q, k, v: quantize(q, k, v, opts, GLUON_KERNEL), [qkv], 2, 7))
+            prepass = statistics.median(time_ms(lambda q, k, v, opts=opts: quantize(q, k, v, opts, GLUON_KERNEL),
+                                                [qkv], 2, 7))
             whole = statistics.median(time_ms(call(fmt), [qkv], 2, 7))
             row[layout] = {"prepass_ms": prepass, "call_ms": whole, "tflops": flops / whole / 1e9}
             click.echo(f"{fmt} {layout}: prepass {prepass:.2f} ms, call {whole:.2f} ms "

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import click
 

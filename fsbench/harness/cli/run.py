@@ -13,8 +13,7 @@ from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.precision.schedule import builtin_names
-from fsbench.harness.precision.schedule import load as load_schedule
+from fsbench.harness.precision.schedule import builtin_names, load as load_schedule
 from fsbench.harness.run import lock, orchestrator
 from fsbench.harness.run.presets import preset_names
 from fsbench.kernels import registry

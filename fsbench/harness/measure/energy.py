@@ -99,7 +99,10 @@ class Meter:
             self.reason = f"no GPU energy on a {device.type} device"
             return
         try:
-            self.handle, self.source = nvml_handle(gpu_clock.nvml_index(device)), NVML
+            index = gpu_clock.nvml_index(device)
+            if index is None:
+                raise EnergyUnavailable("NVML does not number this device")
+            self.handle, self.source = nvml_handle(index), NVML
         except EnergyUnavailable as e:
             if shutil.which("nvidia-smi"):
                 self.source = SAMPLED

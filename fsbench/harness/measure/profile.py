@@ -299,7 +299,7 @@ class Profiler:
         """Clock and power of the samples (`gpu_clock` records) taken during the last video's self-attention calls
         and during the rest of its denoising loop."""
         anchor = self.anchor
-        if len(self._step_marks) < 2:
+        if anchor is None or len(self._step_marks) < 2:
             return None
         spans = [(self.clock.when(anchor, s), self.clock.when(anchor, e))
                  for (_, part), pairs in self._spans.items() if part == "self_attention" for s, e in pairs]

@@ -389,7 +389,7 @@ class _ReplicaPool:
             if rank == 0:
                 return self.local(index)
             dist.send_object_list([index], dst=rank, group=self.channels[rank], device=_CPU)
-            reply = [None]
+            reply: list[Any] = [None]
             dist.recv_object_list(reply, src=rank, group=self.channels[rank], device=_CPU)
             path, reused, error = reply[0]
             if error is not None:

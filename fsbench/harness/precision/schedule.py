@@ -61,7 +61,7 @@ class Schedule:
     def spec(self) -> str:
         return ";".join(str(r) for r in self.rules)
 
-    def resolve(self, steps: int, layers: int) -> "ResolvedSchedule":
+    def resolve(self, steps: int, layers: int) -> ResolvedSchedule:
         """The format table for `steps` denoising steps and `layers` blocks per expert."""
         grid: list[list[tuple[int, Rule] | None]] = [[None] * layers for _ in range(steps)]
         for rule in self.rules:

@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.paths import DATA_ENV, data_dir
-from fsbench.harness.run.presets import Settings
 from fsbench.harness.model.synthetic import TINY_PROMPTS
+from fsbench.harness.run.presets import Settings
+from fsbench.paths import DATA_ENV, data_dir
 from fsbench.rundir import video_name
 
 PROMPTS_FILE = "vbench_prompts.txt"

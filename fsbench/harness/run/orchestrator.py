@@ -24,10 +24,8 @@ from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options, pipeline
 from fsbench.harness.parallel import team as teams
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
-from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule
-from fsbench.harness.precision.schedule import load as load_schedule
-from fsbench.harness.run import dataset, logs, writer
-from fsbench.harness.run import made_with as artifacts
+from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule, load as load_schedule
+from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
 from fsbench.harness.run.presets import Settings, build_settings
 
 
@@ -171,6 +169,8 @@ class VideoGenerator:
         MLPerf SUT's untimed warm-up): compiled blocks (`--compile`) build their graph of every format here, not
         inside a timed query. No statistics are captured and nothing is written; returns what ran."""
         router, s = self.router, self.spec.settings
+        if router is None:
+            raise ValueError("a warm-up routes attention: this generator has no router")
         schedule, capture = router.schedule, router.capture
         start = time.perf_counter()
         router.capture = None
@@ -261,9 +261,10 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     kept in the summary."""
     spec, run, opts = job.spec, job.run, job.opts
     capture = None
+    capture_dir = rundir.capture_dir(run, opts.scenario, opts.mode)
     if job.capture_qkv is not None:
-        capture = Capture(rundir.capture_dir(run, opts.scenario, opts.mode), save_qkv=job.capture_qkv)
-        (capture.out_dir / "calls.jsonl").unlink(missing_ok=True)
+        capture = Capture(capture_dir, save_qkv=job.capture_qkv)
+        (capture_dir / "calls.jsonl").unlink(missing_ok=True)
     router = team.router(spec.schedule, impl=job.impl, capture=capture)
     router.install(pipe)
     profiler = Profiler(pipe.device) if job.profile else None
@@ -299,7 +300,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
     if capture is not None:
         capture_summary = capture.finish()
-        summary["capture"] = {"dir": str(capture.out_dir.relative_to(run)), "calls": capture_summary["calls"]}
+        summary["capture"] = {"dir": str(capture_dir.relative_to(run)), "calls": capture_summary["calls"]}
     if speed is not None:
         summary["speed"] = speed
     if warmed is not None:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError

@@ -38,8 +38,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.language.core import _aggregate as aggregate  # Triton 3.6 has no public name for it
-from triton.language.core import base_value
+from triton.language.core import (
+    _aggregate as aggregate,  # Triton 3.6 has no public name for it
+    base_value,
+)
 
 from fsbench.kernels import constants
 

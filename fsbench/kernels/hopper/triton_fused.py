@@ -218,7 +218,7 @@ def _configs() -> list[triton.Config]:
 
 
 def _prune(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    head_dim = named_args.get("D", kwargs.get("D"))
+    head_dim: int = named_args["D"] if "D" in named_args else kwargs["D"]
     return [c for c in configs
             if tiling.keep(tiling.Tiling(c.kwargs["BM"], tiling.BLOCK_N, c.num_warps, c.num_stages), head_dim)]
 

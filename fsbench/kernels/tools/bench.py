@@ -6,9 +6,9 @@ the whole call: prepass (Hadamard + quantization) and attention kernel. `gluon-f
 pipeline makes it: the projections as BSHD tensors through the custom op `torch.ops.fsbench.self_attention`, RMSNorm
 and RoPE included, BSHD output. `skeleton-fp8` runs the Gluon kernel's tiles with both FP8 GEMMs and no softmax: the
 measured limit of that schedule under the power cap (no error columns: its output is not attention). "x
-conventional" compares each row with the conventional FP8 kernel of its own implementation (same operands, same schedule,
-only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling and casts
-included), timed only where the optional cudnn-frontend package is installed; `sage2-fp8` and `fa3-fp8` are
+conventional" compares each row with the conventional FP8 kernel of its own implementation (same operands, same
+schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling
+and casts included), timed only where the optional cudnn-frontend package is installed; `sage2-fp8` and `fa3-fp8` are
 SageAttention2 and FlashAttention-3 (`kernels.tools.peers`), likewise only where they are installed. Accuracy is
 measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error ||out - ref|| / ||ref|| in
 percent and the cosine similarity.
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import functools
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -200,9 +201,10 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
     for row, own in zip(selected, row_inputs(selected, inputs)):
         ms = time_ms(row.fn, own, warmup, repeats)
         med = statistics.median(ms)
-        result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
-                  "tflops": flops / med / 1e9,
-                  **(accuracy(row.fn(*own[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
+        result: dict[str, Any] = {
+            "row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
+            "tflops": flops / med / 1e9,
+            **(accuracy(row.fn(*own[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
         if impl_of(row.name) == registry.TRITON:
             from fsbench.kernels.hopper.triton_fused import attention_kernel
 
@@ -215,7 +217,8 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
             from fsbench.kernels.reference.emulator import emulate as run_emulator
 
-            emu = run_emulator(*inputs[0], fmt)[0]
+            q, k, v = inputs[0]
+            emu = run_emulator(q, k, v, fmt)[0]
             result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
             del emu
         if hold:

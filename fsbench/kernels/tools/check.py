@@ -66,6 +66,7 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
         options["softmax"] = "conventional"
         emu_options.update(frozen_max=False, schraudolph=False, rowsum_gemm=False)
     out, stats = triton_attention(q, k, v, fmt, kernel=registry.get(impl).hopper, **options)
+    assert stats is not None  # triton_attention returns them unless stats=False
     ref, ref_stats = emulate(q, k, v, fmt, **emu_options)
     exact = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     diff = (out.float() - ref.float())

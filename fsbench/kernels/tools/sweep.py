@@ -8,7 +8,8 @@ TFLOP/J is the back-to-back TFLOP/s over the median power drawn meanwhile (`--cl
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fsbench.kernels.tools import bench
 
