@@ -141,11 +141,11 @@ def _vbench(run, gpus: int) -> list[str]:
 def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple[str, ...], html_dir: Path | None,
             link: bool) -> None:
     """One table (as the paper's Tables 6/7), a speedup plot and a frame grid for RUNS; with --html, a page."""
-    from fsbench.eval import report
+    from fsbench.eval import comparison
 
     if link and html_dir is None:
         raise FsbenchError("--link only applies to the page: pass --html DIR too")
-    paths = report.compare(list(runs), out, frame=frame, prompts=list(prompts))
+    paths = comparison.compare(list(runs), out, frame=frame, prompts=list(prompts))
     click.echo(paths["md"].read_text())
     for kind in ("md", "csv", "json", "speedup"):
         click.echo(f"wrote {paths[kind]}")
