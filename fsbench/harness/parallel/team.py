@@ -1,5 +1,5 @@
-"""`fsbench run --gpus N` and `fsbench sweep --gpus N`: N processes over torch.distributed (NCCL for tensors on
-GPUs, gloo for control messages and for everything on a CPU), only rank 0 talks to LoadGen.
+"""The processes of a `fsbench run` or `fsbench sweep`: one, or N (`--gpus N`) over torch.distributed (NCCL for
+tensors on GPUs, gloo for control messages and for everything on a CPU), where only rank 0 talks to LoadGen.
 
 - Offline: N data-parallel pipeline replicas. Rank 0's SUT answers LoadGen's samples from N threads; each thread
   takes an idle replica (its own pipeline, or rank r through a private gloo channel) and the replica writes the video.
