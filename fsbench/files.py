@@ -78,7 +78,7 @@ def full_disk(exc: BaseException, folder: Path) -> bool:
     return stat.f_bavail * stat.f_frsize < _LOW
 
 
-def atomic_write(path: Path | str, write: Callable[[Path], object]) -> Path:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
     """Call `write(tmp)` on a temporary file (created with the process's umask), fsync it and rename it over
     `path`. On any failure the temporary is removed and `path` is untouched; a full disk becomes `DiskFull`
     naming `path`."""
@@ -104,11 +104,11 @@ def atomic_write(path: Path | str, write: Callable[[Path], object]) -> Path:
     return path
 
 
-def atomic_write_text(path: Path | str, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_bytes(data))
 
 

@@ -53,7 +53,7 @@ class Device(TypedDict):
 
 class Latent(TypedDict, total=False):
     file: str  # "latent.pt", relative to RUN
-    source: str  # "seed 42", or the file read (--latent, or $FSBENCH_DATA/fixed_latent.pt)
+    source: str  # "seed 42", or the file read (--latent, or the data folder's fixed_latent.pt)
     shape: list[int]
     file_sha256: str | None  # of the file read; None when seeded
     git_blob: str | None

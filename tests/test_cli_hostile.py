@@ -547,8 +547,8 @@ def test_compare_html_shows_an_undecodable_video_as_such_and_writes_the_rest(tmp
     assert "the video does not decode" in (page / "index.html").read_text()
 
 
-@pytest.mark.parametrize("schema, said", [(SCHEMA + 1, "written by a newer fsbench"), ("2", "is not a manifest version"),
-                                          (None, "")])
+@pytest.mark.parametrize("schema, said", [(SCHEMA + 1, "written by a newer fsbench"),
+                                          ("2", "is not a manifest version"), (None, "")])
 def test_a_manifest_of_another_schema_is_read_or_refused_in_one_line_saying_why(schema, said, tmp_path):
     ref = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
     run = make_run(tmp_path / "mxfp8", "mxfp8", {"p": constant_video(range(110, 115))})

@@ -111,7 +111,7 @@ def test_no_record_leads_a_reader_outside_its_folders(made, tmp_path, one_thread
     values = _hostile(made)
     for i, where in enumerate(_strings(manifest)):
         cases.append(("manifest.json", where, values[i % len(values)]))
-    for i, where in enumerate(_strings(json.loads(sidecars[0].read_text()))):
+    for where in _strings(json.loads(sidecars[0].read_text())):
         cases += [(f"made_with/{sidecars[0].name}", where, value) for value in values[:6]]
     for value in values:  # every value once on the fields that name files
         cases += [("manifest.json", ("prompts", "texts", 0), value), ("manifest.json", ("system",), value)]

@@ -15,15 +15,16 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from fsbench import files
-from fsbench.folders import claim
 from fsbench.eval import report, store
 from fsbench.eval.runs import Run
 from fsbench.eval.video_io import VideoError, read_frames, write_video
+from fsbench.folders import claim
 
 DIFF_GAIN = 8
 # (key, label, True where higher is better) for the per-prompt metrics the grid sorts by
@@ -75,7 +76,7 @@ def _template(name: str) -> str:
 
 
 def _fps(runs: list[Run]) -> int:
-    rates = [r.settings.get("fps") for r in runs if isinstance(r.settings.get("fps"), (int, float))]
+    rates = [fps for r in runs if isinstance(fps := r.settings.get("fps"), (int, float))]
     return int(rates[0]) if rates else 16
 
 
@@ -115,8 +116,8 @@ def provenance_html(rows: list[report.Row], out: Path) -> str:
     """Where each column came from: run folder, commit, device, preset, schedule and the commands run into it."""
     items = []
     for row in rows:
-        m = row.run.manifest
-        schedule = m.get("schedule") if isinstance(m.get("schedule"), dict) else {}
+        m: dict[str, Any] = dict(row.run.manifest)  # read as found on disk: any key may be missing or odd
+        schedule = m["schedule"] if isinstance(m.get("schedule"), dict) else {}
         settings = row.run.settings
         size = "x".join(str(settings.get(k, "?")) for k in ("height", "width"))
         facts = [
@@ -174,7 +175,7 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
             else:
                 video = f"{VIDEO_DIR}/{stem}.mp4"
                 write_video(out / video, _even(frames), fps=_fps([row.run]))
-            cell = {"video": video, "diff": None}
+            cell: dict[str, str | None] = {"video": video, "diff": None}
             if ref_frames is None:
                 cell["no_diff"] = "no reference video for this prompt"
             elif ref_frames.shape[1:] != frames.shape[1:]:
@@ -182,8 +183,8 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
             else:
                 n = min(len(frames), len(ref_frames))
                 diff = np.abs(frames[:n].astype(np.int16) - ref_frames[:n].astype(np.int16)) * DIFF_GAIN
-                cell["diff"] = f"{VIDEO_DIR}/{stem}-diff.mp4"
-                write_video(out / cell["diff"], _even(np.clip(diff, 0, 255).astype(np.uint8)), fps=_fps([row.run]))
+                cell["diff"] = diff_video = f"{VIDEO_DIR}/{stem}-diff.mp4"
+                write_video(out / diff_video, _even(np.clip(diff, 0, 255).astype(np.uint8)), fps=_fps([row.run]))
             cells.append(cell)
         grid[prompt] = cells
     return grid

@@ -34,7 +34,7 @@ class Run:
     manifest: rundir.Manifest
 
     @classmethod
-    def open(cls, path: str | Path) -> "Run":
+    def open(cls, path: str | Path) -> Run:
         path = Path(path).resolve()
         return cls(path, rundir.load_manifest(path))
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from fsbench import files
-from fsbench.harness.run import interrupts
 from fsbench.errors import FsbenchError
+from fsbench.harness.run import interrupts
 from fsbench.paths import SCENARIO_DIR
 from fsbench.rundir import BENCHMARK
 

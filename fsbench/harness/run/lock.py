@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fsbench import files, rundir
-from fsbench.folders import claim, refuse_foreign
 from fsbench.errors import FsbenchError
+from fsbench.folders import claim, refuse_foreign
 
 
 @contextlib.contextmanager
 def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
-    """Claim every folder in `folders` as fsbench's `kind` (`fsbench.folders.claim`: new, empty or already one), lock each
-    for the block, then empty their staging places."""
+    """Claim every folder in `folders` as fsbench's `kind` (`fsbench.folders.claim`: new, empty or already one),
+    lock each for the block, then empty their staging places."""
     for folder in folders:
         refuse_foreign(folder, kind)  # every folder checked before the first is written
     with contextlib.ExitStack() as stack:
