@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.cli import main
+from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.mlperf.rules import (
     AUDIT_VIDEOS,
     SYSTEM_KEYS,
@@ -252,7 +252,7 @@ def test_closed_packaging_is_refused_with_every_failing_rule(tiny_run, tmp_path)
     assert result.exit_code == 2
     assert "submission not written" in result.output
     assert "TEST04: missing" in result.output and "LoadGen result is INVALID" in result.output
-    assert not (tmp_path / "closed").exists() and not list(tmp_path.glob(".fsbench-staging-*"))
+    assert not (tmp_path / "closed").exists() and not list(tmp_path.rglob(".fsbench-staging-*"))
 
 
 def test_a_missing_accuracy_run_is_refused_before_anything_is_written(tiny_run, tmp_path):
@@ -326,11 +326,13 @@ def test_test04_logs_are_packaged_with_their_verify_performance_verdict(tiny_run
 
 
 def test_packaging_removes_the_staging_a_killed_job_left_and_keeps_a_live_ones(tiny_run, tmp_path):
+    from fsbench.files import staging_of
     from fsbench.harness.mlperf.submission import STAGING_PREFIX
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     root = tmp_path / "root"
-    stale, live = root / f"{STAGING_PREFIX}{finished.stdout.strip()}-x", root / f"{STAGING_PREFIX}{os.getpid()}-y"
+    place = staging_of(root)
+    stale, live = place / f"{STAGING_PREFIX}{finished.stdout.strip()}-x", place / f"{STAGING_PREFIX}{os.getpid()}-y"
     for folder in (stale, live):
         (folder / "open").mkdir(parents=True)
     result = fsbench("submission", "--runs", tiny_run, "--out", root, "--submitter", "Org", "--system", SYSTEM)

@@ -21,7 +21,8 @@ def _print(problems: list[Problem]) -> int:
 @click.command()
 @click.option("--runs", "runs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Run folder(s) written by `fsbench run` (repeat --runs, or list them after one --runs).")
-@click.option("--out", type=params.OutPath(file_okay=False), help="Submission root (ROOT).")
+@click.option("--out", type=params.OutPath(kind="submission", file_okay=False),
+              help="Submission root (ROOT): a new or empty folder, or an earlier submission root.")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open", show_default=True)
 @click.option("--submitter", type=params.NAME, help="Organisation name (the folder under the division).")
 @click.option("--system", type=params.NAME, help="System name (systems/<system>.json and results/<system>/).")
@@ -47,9 +48,9 @@ def submission(runs: tuple[Path, ...], out: Path | None, division: str, submitte
     from fsbench.harness.mlperf import submission as builder
 
     all_runs = [*runs, *more_runs]
-    missing = [flag for flag, value in (("--runs", all_runs), ("--out", out), ("--submitter", submitter),
-                                        ("--system", system)) if not value]
-    if missing:
+    if not all_runs or out is None or not submitter or not system:
+        missing = [flag for flag, value in (("--runs", all_runs), ("--out", out), ("--submitter", submitter),
+                                            ("--system", system)) if not value]
         raise FsbenchError(f"missing {', '.join(missing)}: e.g. fsbench submission --runs RUN --out ROOT "
                            "--division open --submitter ORG --system NAME")
     report = builder.assemble(all_runs, out, division, submitter, system, system_toml)

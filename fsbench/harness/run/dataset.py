@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +10,10 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.run.presets import Settings
 from fsbench.harness.model.synthetic import TINY_PROMPTS
-from fsbench.rundir import video_name
+from fsbench.harness.run.presets import Settings
+from fsbench.paths import DATA_ENV, data_dir
+from fsbench.rundir import name_problem
 
 PROMPTS_FILE = "vbench_prompts.txt"
 # MLPerf's initial latent: text_to_video/wan-2.2-t2v-a14b/data/fixed_latent.pt of mlcommons/inference at
@@ -22,7 +22,6 @@ LATENT_FILE = "fixed_latent.pt"
 LATENT_GIT_BLOB = "7c88cf35aa26a98e81a432a8cea22ba5f6b8ef04"
 LATENT_SHAPE = (1, 16, 21, 90, 160)
 LATENT_PRESET = "mlperf"
-MAX_NAME_BYTES = 240  # file systems cap names at 255 bytes; `-0.mp4` and a temp suffix need the rest
 
 
 @dataclass(frozen=True)
@@ -39,20 +38,17 @@ class Prompts:
 
 
 def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Prompts:
-    """`path`, else the tiny model's own prompts, else `$FSBENCH_DATA/vbench_prompts.txt`; first `limit` lines."""
+    """`path`, else the tiny model's own prompts, else vbench_prompts.txt of the data folder (`paths.data_dir`);
+    first `limit` lines."""
     if path is None and model == "tiny":
         texts, source = list(TINY_PROMPTS), "builtin:tiny"
     else:
-        if path is None:
-            data = os.environ.get("FSBENCH_DATA")
-            if not data:
-                raise FsbenchError("no prompts: pass --prompts FILE or set FSBENCH_DATA to a folder holding "
-                                   f"{PROMPTS_FILE} (scripts/fetch_dataset.py downloads it)")
-            path = Path(data) / PROMPTS_FILE
+        path = path or data_dir() / PROMPTS_FILE
         if not path.is_file():
-            raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE or run scripts/fetch_dataset.py")
+            raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE, or run scripts/fetch_dataset.py "
+                               f"(or set {DATA_ENV} to a folder holding {PROMPTS_FILE})")
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is no prompt's start
         except (OSError, UnicodeDecodeError) as exc:
             raise FsbenchError(f"cannot read prompts file {path}: {exc}; one UTF-8 prompt per line expected") from exc
         texts = [line.strip() for line in lines if line.strip()]
@@ -63,10 +59,15 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
         if limit < 1:
             raise FsbenchError(f"--num-prompts must be at least 1, got {limit}")
         texts = texts[:limit]
+    first: dict[str, int] = {}
     for i, text in enumerate(texts):
-        if "/" in text or "\0" in text or text.startswith(".") or len(video_name(text).encode()) > MAX_NAME_BYTES:
-            raise FsbenchError(f"prompt {i} cannot name a video file (contains '/', starts with '.' or is too long): "
-                               f"{text[:60]!r}")
+        if text in first:
+            raise FsbenchError(f"prompt {i} repeats prompt {first[text]} ({text[:60]!r}): each prompt names one "
+                               "video, so a prompts file lists each once")
+        first[text] = i
+        problem = name_problem(text)
+        if problem:
+            raise FsbenchError(f"prompt {i} cannot name a video file ({problem}): {text[:60]!r}")
     digest = hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest()
     return Prompts(tuple(texts), source, digest)
 
@@ -96,10 +97,11 @@ class Latent:
 
 
 def default_latent_file(settings: Settings) -> Path | None:
-    """$FSBENCH_DATA/fixed_latent.pt for the `mlperf` preset at MLPerf's video size, else None (seeded)."""
+    """fixed_latent.pt of the data folder (`paths.data_dir`) for the `mlperf` preset at MLPerf's video size, else
+    None (seeded)."""
     if settings.preset != LATENT_PRESET or settings.latent_shape != LATENT_SHAPE:
         return None
-    return Path(os.environ.get("FSBENCH_DATA") or ".") / LATENT_FILE
+    return data_dir() / LATENT_FILE
 
 
 def load_latent(settings: Settings, path: Path | None = None) -> Latent:
@@ -112,7 +114,7 @@ def load_latent(settings: Settings, path: Path | None = None) -> Latent:
         elif official is not None:
             logging.getLogger("fsbench").warning(
                 "no MLPerf %s at %s: starting from N(0,1) of seed %d instead (a closed submission refuses this run); "
-                "fetch it with scripts/fetch_dataset.py and set FSBENCH_DATA", LATENT_FILE, official, settings.seed)
+                "fetch it with scripts/fetch_dataset.py", LATENT_FILE, official, settings.seed)
     if path is None:
         return Latent(fixed_latent(settings), f"seed {settings.seed}")
     data = Path(path).read_bytes() if Path(path).is_file() else b""

@@ -67,7 +67,7 @@ def _descriptor_types(engine: str, bm: int, bn: int, d: int) -> dict[str, str]:
 
 def compile_variant(variant: Variant, engine: str = GLUON):
     """The kernel compiled for sm_90 (a Triton `CompiledKernel`; its asm["cubin"] is the machine code). Triton
-    compiles at its first autotuner configuration (`tiling.configs`), Gluon at its one launch shape."""
+    compiles at its first autotuner configuration (`tiling.candidates`), Gluon at its one launch shape."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -84,7 +84,7 @@ def compile_variant(variant: Variant, engine: str = GLUON):
     else:
         if variant.skeleton:
             raise ValueError("the skeleton is the Gluon kernel's")
-        tile = tiling.configs()[0]
+        tile = tiling.candidates()[0]
         from fsbench.kernels.hopper.triton_fused import attention_kernel
 
         fn, source = attention_kernel.fn, ASTSource
@@ -164,7 +164,7 @@ def main_loop(sass: str) -> list[str]:
 def skipped_lines(loop: list[str]) -> set[int]:
     """Indices of the loop's instructions that a predicated forward branch to a target inside the loop jumps over
     (the O rescale a warp skips when no row of it rolled back)."""
-    addr = [_address(line) for line in loop]
+    addr = [a for a in map(_address, loop) if a is not None]
     skipped: set[int] = set()
     for here, line in zip(addr, loop):
         branch = _branch(line)

@@ -18,8 +18,7 @@ results/h200/kernels/profile/ncu_attention.md.
 In the fused policy P goes to the PV GEMM through shared memory, not registers: PV_j then runs under the
 warpgroup's own next policy (FA3's intra-warpgroup overlap) without two P operands in registers beside O, PV
 and S, which the 240 registers a math warpgroup gets do not hold. The conventional policy, the baseline, keeps
-P in registers and waits for PV_j in its turn, which measured faster for it (830 vs 800 TFLOP/s). A/B on the
-H200: results/log/.
+P in registers and waits for PV_j in its turn, which measured faster for it (A/B in results/log/).
 Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop. K and V arrive in the
 prepass's "thread" key order (`prepass.KEY_ORDERS`): each quad thread holds one MX block of P per row.
 

@@ -22,7 +22,7 @@ def accumulate(acc, pv, pv_scale, alpha, RESCALE: gl.constexpr):
     """O = O alpha + PV pv_scale in float32. RESCALE is off only where alpha is always 1 (fused, no gate); with
     the gate, alpha is 1 in every row that did not roll back, and a warp skips the multiplies when all its
     rows are such (`ptx.rescale_rows`; a block-wide "any row rolled back?" branch had measured slower than the
-    64 FMUL, 696 vs 730 TFLOP/s)."""
+    64 FMUL, results/log/)."""
     if RESCALE:
         acc = rescale_rows(acc, broadcast_to(gl.expand_dims(alpha, 1), acc.shape))
     return gl.fma(pv, gl.expand_dims(pv_scale, 1), acc)

@@ -4,8 +4,10 @@
 against its annotation.)"""
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.language.core import _aggregate as aggregate  # Triton 3.6 has no public name for it
-from triton.language.core import base_value
+from triton.language.core import (
+    _aggregate as aggregate,  # Triton 3.6 has no public name for it
+    base_value,
+)
 
 
 @aggregate
@@ -51,7 +53,7 @@ class Config:
         self.P_BLOCKS = gl.constexpr(P_BLOCKS)
         self.SKELETON = gl.constexpr(SKELETON)
         self.HALF = gl.constexpr(BM // 2)  # query rows of one math warpgroup
-        # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, results/log/)
+        # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (results/log/)
         self.SUM_N = gl.constexpr(8)
         o_layout = gl.NVMMADistributedLayout([3, 0], [NUM_WARPS, 1], [16, D, 32])
         self.s_layout = gl.constexpr(gl.NVMMADistributedLayout([3, 0], [NUM_WARPS, 1], [16, BN, 32]))
