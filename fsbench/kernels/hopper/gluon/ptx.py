@@ -5,9 +5,14 @@ from triton.experimental.gluon import language as gl
 
 
 @gluon.jit
-def pow2(e):
-    """2^e for integer tensors from the exponent bits (exact); e < -126 gives 0."""
-    return ((gl.minimum(gl.maximum(e, -127), 127) + 127) << 23).to(gl.float32, bitcast=True)
+def pow2(e, LOW: gl.constexpr = True, HIGH: gl.constexpr = True):
+    """2^e for integer tensors from the exponent bits (exact); e < -126 gives 0. LOW and HIGH clamp e to -127 and
+    127: a caller whose e is known to be within a bound drops its clamp (one instruction per value)."""
+    if LOW:
+        e = gl.maximum(e, -127)
+    if HIGH:
+        e = gl.minimum(e, 127)
+    return ((e + 127) << 23).to(gl.float32, bitcast=True)
 
 
 @gluon.jit
@@ -40,11 +45,13 @@ def rescale_blocks(p8, factor):
 
 @gluon.jit
 def mark(ptr, need):
-    """Store 1 at the scalar `ptr` from every row where `need` holds (a predicated st.global)."""
+    """Store 1 at the scalar `ptr` where `need` holds in any of a thread's two rows: one predicated st.global per
+    thread, its value the rows' own flag (no constant to materialise). The two rows of a thread belong to the same
+    statistics tile, so one store stands for both."""
     addr = ptr.to(gl.int64, bitcast=True) + gl.zeros_like(need.to(gl.int64))
-    gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p st.global.b8 [$2], $3; mov.b32 $0, 0; }",
-                              "=r,r,l,r", [need.to(gl.int32), addr, gl.full_like(need, 1, dtype=gl.int32)],
-                              dtype=gl.int32, is_pure=False, pack=1)
+    gl.inline_asm_elementwise("{ .reg .pred p; .reg .b32 v; or.b32 v, $2, $3; setp.ne.s32 p, v, 0; "
+                              "@p st.global.b8 [$4], v; mov.b32 $0, 0; mov.b32 $1, 0; }",
+                              "=r,=r,r,r,l,l", [need.to(gl.int32), addr], dtype=gl.int32, is_pure=False, pack=2)
 
 
 # acc *= alpha for the 64 accumulator values a thread holds (tied in place), skipped by a uniform branch when no

@@ -10,41 +10,44 @@ from fsbench.kernels.hopper.gluon.state import Config, Tiles
 from fsbench.kernels.hopper.gluon.views import broadcast_to, per_thread, pv_order, rows_as, thread_max
 
 # the shared constants (`kernels.constants` says what each is), as the constexpr globals a jit function may read
-MAGIC: gl.constexpr = gl.constexpr(constants.MAGIC)
-MAGIC_BITS: gl.constexpr = gl.constexpr(constants.MAGIC_BITS)
-TWO_M13: gl.constexpr = gl.constexpr(constants.TWO_M13)
 TWO_M16: gl.constexpr = gl.constexpr(constants.TWO_M16)
+TWO_M9: gl.constexpr = gl.constexpr(constants.TWO_M9)
 P_BASE: gl.constexpr = gl.constexpr(constants.P_BASE)
-P_SAT_FLOOR: gl.constexpr = gl.constexpr(constants.P_SAT_FLOOR)
+P_BASE_BITS: gl.constexpr = gl.constexpr(constants.P_BASE_BITS)
+P_SAT_FLOOR16: gl.constexpr = gl.constexpr(constants.P_SAT_FLOOR * constants.TWO_M16)
 P_SAT_BASE: gl.constexpr = gl.constexpr(constants.P_SAT_BASE)
 SKELETON_P_SCALE: gl.constexpr = gl.constexpr(0.0009765625)  # 2^-10: the skeleton's P = E4M3(S / 1024)
 
 
 @gluon.jit
-def fused_policy(s, a, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl.constexpr):
+def fused_policy(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl.constexpr):
     """Frozen max, gate and rollback, Stage-A and Stage-B of P (`triton_fused._fused_policy`, step by step).
     Returns (P as E4M3 in the PV operand's layout, per-row log2 scale of P, alpha = 2^-delta, m, c). P is narrowed
     to E4M3 in the operand layout, where the e4m3x2 converts pack it straight into its registers. Gate flags are
-    predicated stores from the rows that fire (no block-wide reduction: see `kernel.step`)."""
+    predicated stores from the rows that fire (no block-wide reduction: see `kernel.step`).
+
+    c is kept in units of 2^-16 patterns (the Triton kernel's c times 2^-16) and the slope of Stage-A is
+    (q_scale 2^-9) k_scale, whose first factor is loop-invariant: every product and sum is the Triton kernel's
+    times a power of two, so each rounds to the same pattern, and the per-row work of a key tile loses the
+    multiplies that moved c and the slope between units."""
     tmax = thread_max(s)  # with P_BLOCKS: the maximum of each MX block
     smax = rows_as(gl.max(tmax, 1), s)
-    a = rows_as(a, s)
     m_i = rows_as(m_i, s)
     c_i = rows_as(c_i, s)
-    a128 = a * 128.0
+    slope16 = rows_as(tiles.q_scale * TWO_M9, s) * k_scale  # 128 q_scale k_scale in units of 2^-16 patterns
     D_FLOOR: gl.constexpr = int(cfg.D_BIAS)  # floor: D_BIAS > 0
     if SEED:
-        m_i = smax * a
-        c_i = cfg.D_BIAS - 128.0 * m_i
-    pmax = (gl.fma(smax, a128, c_i) + MAGIC).to(gl.int32, bitcast=True) - MAGIC_BITS
+        m_i = smax * rows_as(tiles.q_scale * k_scale, s)
+        c_i = (cfg.D_BIAS - 128.0 * m_i) * TWO_M16
+    pmax = (gl.fma(smax, slope16, c_i) + P_BASE).to(gl.int32, bitcast=True) - P_BASE_BITS
     need = pmax > tiles.gate_p
     mark(tiles.flags + tile, need)
     if cfg.GATE:
         delta = gl.where(need, (pmax + (127 - D_FLOOR)) >> 7, 0)  # ceil((pmax - D_BIAS) / 128), in integers
         m_i = m_i + delta.to(gl.float32)
-        c_i = c_i - 128.0 * delta.to(gl.float32)
+        c_i = c_i - TWO_M9 * delta.to(gl.float32)
         pmax = pmax - 128 * delta
-        alpha = pow2(-delta)
+        alpha = pow2(-delta, True, False)  # delta >= 0
     else:
         alpha = gl.full_like(c_i, 1.0)
     e_p = gl.maximum((pmax >> 7) - 127 - cfg.P_EMAX, -127) + cfg.P_SHIFT
@@ -53,17 +56,18 @@ def fused_policy(s, a, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl.const
     if cfg.P_BLOCKS:
         rows_b: gl.constexpr = gl.SliceLayout(1, tmax.type.layout)
         c_ib = gl.expand_dims(gl.convert_layout(c_i, rows_b, assert_trivial=True), 1)
-        pb = gl.fma(tmax, gl.expand_dims(gl.convert_layout(a128, rows_b, assert_trivial=True), 1), c_ib)
-        s_b = gl.maximum((((pb + MAGIC).to(gl.int32, bitcast=True) - MAGIC_BITS) >> 7) - 127 - cfg.P_EMAX, -127)
-        c_p = per_thread((c_ib - 128.0 * (s_b + 6).to(gl.float32) - P_SAT_FLOOR) * TWO_M13, s)
+        slope_b = gl.expand_dims(gl.convert_layout(slope16, rows_b, assert_trivial=True), 1)
+        pb = gl.fma(tmax, slope_b, c_ib)
+        s_b = gl.maximum((((pb + P_BASE).to(gl.int32, bitcast=True) - P_BASE_BITS) >> 7) - 127 - cfg.P_EMAX, -127)
+        c_p = per_thread((c_ib - TWO_M9 * (s_b + 6).to(gl.float32) - P_SAT_FLOOR16) * 8.0, s)
     elif cfg.P_CLAMP:
-        c_p = broadcast_to(gl.expand_dims((c_i - 128.0 * e_p.to(gl.float32) - P_SAT_FLOOR) * TWO_M13, 1), s.shape)
+        c_p = broadcast_to(gl.expand_dims((c_i - TWO_M9 * e_p.to(gl.float32) - P_SAT_FLOOR16) * 8.0, 1), s.shape)
     else:
-        c_p = broadcast_to(gl.expand_dims((c_i - 128.0 * e_p.to(gl.float32)) * TWO_M16, 1), s.shape)
+        c_p = broadcast_to(gl.expand_dims(c_i - TWO_M9 * e_p.to(gl.float32), 1), s.shape)
     if cfg.P_CLAMP:
-        t = fma_sat(s, broadcast_to(gl.expand_dims(a128 * TWO_M13, 1), s.shape), c_p) + P_SAT_BASE
+        t = fma_sat(s, broadcast_to(gl.expand_dims(slope16 * 8.0, 1), s.shape), c_p) + P_SAT_BASE
     else:
-        t = fma_sat(s, broadcast_to(gl.expand_dims(a128 * TWO_M16, 1), s.shape), c_p) + P_BASE
+        t = fma_sat(s, broadcast_to(gl.expand_dims(slope16, 1), s.shape), c_p) + P_BASE
     p = (t.to(gl.int32, bitcast=True) << 16).to(gl.float32, bitcast=True)
     p8 = to_e4m3(gl.convert_layout(p, cfg.p_layout, assert_trivial=True))
     if cfg.P_BLOCKS:  # P in its block's units (2^s_b at 2^-6, where E4M3's subnormals round as E2M3's) -> 2^e units
@@ -103,15 +107,14 @@ def policy(s, tile, k_scale, m_i, c_i, tiles: Tiles, cfg: Config, SEED: gl.const
         key = (((c >> 1) & 3) << 5) | ((c >> 5) << 3) | (((c >> 4) & 1) << 2) | (((c >> 3) & 1) << 1) | (c & 1)
         s = gl.where(gl.expand_dims(tile * cfg.BN + key < tiles.S_K, 0), s, float("-inf"))
     s = pv_order(s)
-    a = tiles.q_scale * k_scale
     if cfg.SKELETON and not SEED:
         p8, e_p, alpha, m_i, c_i = skeleton_policy(s, m_i, c_i, cfg)
         row_sum = gl.zeros_like(c_i)
     elif cfg.FUSED:
-        p8, e_p, alpha, m_i, c_i = fused_policy(s, a, m_i, c_i, tile, tiles, cfg, SEED)
+        p8, e_p, alpha, m_i, c_i = fused_policy(s, k_scale, m_i, c_i, tile, tiles, cfg, SEED)
         row_sum = gl.zeros_like(c_i)
     else:
-        p8, e_p, alpha, m_i, row_sum = conventional_policy(s, a, m_i, cfg)
+        p8, e_p, alpha, m_i, row_sum = conventional_policy(s, tiles.q_scale * k_scale, m_i, cfg)
     rows: gl.constexpr = gl.SliceLayout(1, cfg.p_layout.parent)
     e_p = gl.convert_layout(e_p, rows, assert_trivial=True)
     alpha = gl.convert_layout(alpha, rows, assert_trivial=True)
