@@ -177,8 +177,9 @@ _GEMM_SYNC = {"QGMMA", "HGMMA", "WARPGROUP", "BAR", "SYNCS", "STSM", "DEPBAR", "
               "NOP", "CCTL", "MEMBAR", "ELECT"}
 _NARROWING = {"F2FP", "PRMT", "HMUL2", "HFMA2", "HADD2", "I2IP", "F2IP"}
 _STAGE_A_IMMEDIATES = ("192", "1024.935546875", "0.0009765625")  # P_BASE, P_SAT_BASE and the skeleton's 2^-10
-_SHIFT_TO_HIGH_HALF = re.compile(  # a BF16 pattern moved into a float32's high half
-    r"(?:SHF\.L\.U32 R\d+, R\d+, 0x10, RZ|IMAD(?:\.U32|\.SHL\.U32)? R\d+, R\d+, 0x10000, RZ)$")
+_SHIFT_TO_HIGH_HALF = re.compile(  # a BF16 pattern moved into a float32's high half (and to P's scale by an addend)
+    r"(?:SHF\.L\.U32 R\d+, R\d+, 0x10, RZ|IMAD(?:\.U32|\.SHL\.U32)? R\d+, R\d+, 0x10000, -?R[Z\d]+"
+    r"|LEA R\d+, R\d+, -?R\d+, 0x10)$")
 
 
 def step_of(line: str) -> str:
@@ -191,9 +192,11 @@ def step_of(line: str) -> str:
     m = _INSTRUCTION.search(line)
     if not m:
         raise ValueError(f"not an instruction: {line!r}")
-    op, mods, args = m.group(2), m.group(3), [a.strip() for a in m.group(4).split(",")]
-    text = f"{op}{mods} {m.group(4).strip()}"
-    if op in ("FMNMX", "HMNMX2", "SHFL") or (op in ("VIMNMX", "VIMNMX3", "IMNMX") and "16X2" in mods):
+    operands = m.group(4).replace(".reuse", "").strip()  # the operand-reuse cache hint is no operand
+    op, mods, args = m.group(2), m.group(3), [a.strip() for a in operands.split(",")]
+    text = f"{op}{mods} {operands}"
+    if op in ("FMNMX", "HMNMX2", "SHFL", "VIMNMX3") or (op in ("VIMNMX", "IMNMX") and "16X2" in mods) \
+            or (op == "VIMNMX" and all(re.fullmatch(r"R\d+", a) for a in args[1:3])):
         return "reduction"
     if (op == "FFMA" and ".SAT" in mods) or op == "MUFU" \
             or (op in ("FADD", "FMUL") and len(args) == 3 and args[2] in _STAGE_A_IMMEDIATES):

@@ -31,6 +31,39 @@ def to_e4m3(x):
         "mov.b32 $0, {lo, hi}; }", "=r,r,r,r,r", [x], dtype=gl.float8e4nv, is_pure=True, pack=4)
 
 
+# P's E4M3 from the Stage-A sums t of one thread's 64 scores (`softmax.fused_policy`, mxfp8): t = P_BASE + pattern
+# 2^-16 of the frozen maximum, so bits(t) = P_BASE_BITS + pattern and bits(t) 2^16 is the BF16 P of that pattern
+# (P_BASE_BITS 2^16 vanishes mod 2^32). One IMAD per score, bits(t) 2^16 + k16 with k16 = -(off 2^16), moves each
+# pattern to P's scale (off = 128 (e_p + delta), a multiple of 128) and makes it a float; the e4m3x2 converts pack
+# the pairs. Where off > 0 a pattern below it would wrap, so a warp with such a row first floors bits(t) at
+# P_BASE_BITS + off (one max per score; off > 0 only where a tile's maximum passes the frozen one by some 8
+# doublings), and a uniform branch skips the floor everywhere else. `any_floor` is the same in all of a thread's
+# elements (its rows' flags or-ed), so element 0 stands for the thread.
+NARROW_N = 64  # the scores of a thread
+NARROW_PACK: gl.constexpr = gl.constexpr(NARROW_N)
+_T, _K, _F, _ANY = (NARROW_N // 4 + i * NARROW_N for i in range(4))
+NARROW_ASM: gl.constexpr = gl.constexpr(
+    "{ .reg .pred p; .reg .b32 x<64>; .reg .b16 lo, hi; "
+    + f"setp.ne.s32 p, ${_ANY}, 0; vote.sync.any.pred p, p, -1; "
+    + " ".join(f"mov.b32 x{i}, ${_T + i};" for i in range(NARROW_N))
+    + " @!p bra.uni NOFLOOR; "
+    + " ".join(f"max.s32 x{i}, x{i}, ${_F + i};" for i in range(NARROW_N))
+    + " NOFLOOR: "
+    + " ".join(f"mad.lo.s32 x{i}, x{i}, 65536, ${_K + i};" for i in range(NARROW_N))
+    + " " + " ".join(f"cvt.rn.satfinite.e4m3x2.f32 lo, x{4 * i + 1}, x{4 * i}; "
+                     f"cvt.rn.satfinite.e4m3x2.f32 hi, x{4 * i + 3}, x{4 * i + 2}; mov.b32 ${i}, {{lo, hi}};"
+                     for i in range(NARROW_N // 4))
+    + " }")
+NARROW_CONSTRAINTS: gl.constexpr = gl.constexpr(",".join(["=r"] * (NARROW_N // 4) + ["r"] * (4 * NARROW_N)))
+
+
+@gluon.jit
+def narrow_patterns(t_bits, k16, floor_bits, any_floor):
+    """P in E4M3 from the Stage-A sums' bits, each moved to P's scale by its row's k16 (see NARROW_ASM)."""
+    return gl.inline_asm_elementwise(NARROW_ASM, NARROW_CONSTRAINTS, [t_bits, k16, floor_bits, any_floor],
+                                     dtype=gl.float8e4nv, is_pure=True, pack=NARROW_PACK)
+
+
 @gluon.jit
 def rescale_blocks(p8, factor):
     """E4M3 P in its block's units -> P * factor (a power of two) in E4M3, four values per register: two packed

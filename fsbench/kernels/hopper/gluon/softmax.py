@@ -5,9 +5,17 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from fsbench.kernels import constants
-from fsbench.kernels.hopper.gluon.ptx import fma_sat, mark, pow2, rescale_blocks, to_e4m3
+from fsbench.kernels.hopper.gluon.ptx import fma_sat, mark, narrow_patterns, pow2, rescale_blocks, to_e4m3
 from fsbench.kernels.hopper.gluon.state import Config, Tiles
-from fsbench.kernels.hopper.gluon.views import broadcast_to, per_thread, pv_order, rows_as, thread_max
+from fsbench.kernels.hopper.gluon.views import (
+    broadcast_to,
+    per_thread,
+    pv_order,
+    rows_as,
+    thread_any,
+    thread_max,
+    thread_max3,
+)
 
 # the shared constants (`kernels.constants` says what each is), as the constexpr globals a jit function may read
 TWO_M16: gl.constexpr = gl.constexpr(constants.TWO_M16)
@@ -78,6 +86,44 @@ def fused_policy(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl
 
 
 @gluon.jit
+def fused_policy_frozen_codes(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config):
+    """`fused_policy` for mxfp8 past the seed tile, Stage-A first: the patterns of the frozen maximum (c as it
+    stands), whose bits order as integers, give the row maximum by integer maxima (two per VIMNMX3, where FMNMX
+    takes one), and each is then moved to P's scale, 128 (e_p + delta) patterns down, inside the IMAD that makes
+    it a float (`ptx.narrow_patterns`). The patterns are those of `fused_policy` but where .sat clamps them (below
+    P's scale, which the floor restores, or 385 doublings above the frozen maximum, where the gate fires with the
+    overshoot capped) and where the two FFMA offsets round a near-tie apart."""
+    m_i = rows_as(m_i, s)
+    c_i = rows_as(c_i, s)
+    slope16 = rows_as(tiles.q_scale * TWO_M9, s) * k_scale
+    D_FLOOR: gl.constexpr = int(cfg.D_BIAS)
+    t = fma_sat(s, broadcast_to(gl.expand_dims(slope16, 1), s.shape), broadcast_to(gl.expand_dims(c_i, 1), s.shape))
+    t_bits = (t + P_BASE).to(gl.int32, bitcast=True)
+    pmax = rows_as(gl.max(thread_max3(t_bits), 1), s) - P_BASE_BITS
+    need = pmax > tiles.gate_p
+    mark(tiles.flags + tile, need)
+    if cfg.GATE:
+        delta = gl.where(need, (pmax + (127 - D_FLOOR)) >> 7, 0)
+        m_i = m_i + delta.to(gl.float32)
+        c_i = c_i - TWO_M9 * delta.to(gl.float32)
+        pmax = pmax - 128 * delta
+        alpha = pow2(-delta, True, False)
+    else:
+        delta = gl.zeros_like(pmax)
+        alpha = gl.full_like(c_i, 1.0)
+    e_p = gl.maximum((pmax >> 7) - 127 - cfg.P_EMAX, -127) + cfg.P_SHIFT
+    off = 128 * (e_p + delta)
+    k16 = broadcast_to(gl.expand_dims((0 - off) << 16, 1), s.shape)
+    floor_bits = broadcast_to(gl.expand_dims(off + P_BASE_BITS, 1), s.shape)
+    any_floor = broadcast_to(gl.expand_dims(thread_any((off > 0).to(gl.int32)), 1), s.shape)
+    p8 = narrow_patterns(gl.convert_layout(t_bits, cfg.p_layout, assert_trivial=True),
+                         gl.convert_layout(k16, cfg.p_layout, assert_trivial=True),
+                         gl.convert_layout(floor_bits, cfg.p_layout, assert_trivial=True),
+                         gl.convert_layout(any_floor, cfg.p_layout, assert_trivial=True))
+    return p8, e_p, alpha, m_i, c_i
+
+
+@gluon.jit
 def conventional_policy(s, a, m_i, cfg: Config):
     """Online max, MUFU exp2, P per-row FP8; returns (P, log2 scale of P, alpha, m, float32 row sum of P)."""
     a = rows_as(a, s)
@@ -109,6 +155,9 @@ def policy(s, tile, k_scale, m_i, c_i, tiles: Tiles, cfg: Config, SEED: gl.const
     s = pv_order(s)
     if cfg.SKELETON and not SEED:
         p8, e_p, alpha, m_i, c_i = skeleton_policy(s, m_i, c_i, cfg)
+        row_sum = gl.zeros_like(c_i)
+    elif cfg.FUSED and not (SEED or cfg.P_CLAMP):
+        p8, e_p, alpha, m_i, c_i = fused_policy_frozen_codes(s, k_scale, m_i, c_i, tile, tiles, cfg)
         row_sum = gl.zeros_like(c_i)
     elif cfg.FUSED:
         p8, e_p, alpha, m_i, c_i = fused_policy(s, k_scale, m_i, c_i, tile, tiles, cfg, SEED)
