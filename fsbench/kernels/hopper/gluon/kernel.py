@@ -190,6 +190,10 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
     v_scale_ptr += bh * N_KT
     out_ptr += (bh // HEADS) * stride_ob + (bh % HEADS) * stride_oh
     flags = flag_ptr + (bh * N_ST + qt * BM // STAT_M) * N_KT
+    # the launcher specialises an integer argument equal to 1 (one key tile, one query row) to a constant; the
+    # Program aggregate holds tensors
+    S_Q, S_K, S_QPAD = gl.to_tensor(S_Q), gl.to_tensor(S_K), gl.to_tensor(S_QPAD)
+    N_KT, gate_p, stride_os = gl.to_tensor(N_KT), gl.to_tensor(gate_p), gl.to_tensor(stride_os)
     prog = Program(q_scale_ptr, k_scale_ptr, v_scale_ptr, out_ptr, flags, qt, bh, S_Q, S_K, S_QPAD, N_KT, gate_p,
                    stride_os)
 
