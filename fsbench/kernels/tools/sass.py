@@ -184,11 +184,11 @@ _SHIFT_TO_HIGH_HALF = re.compile(  # a BF16 pattern moved into a float32's high 
 
 def step_of(line: str) -> str:
     """The step a loop instruction belongs to (one of STEPS), from its opcode and operands: the score reduction
-    (float or packed maxima and their shuffles), Stage-A (the clamping FFMA and the add that rounds the pattern,
-    the conventional policy's MUFU exponential, or the skeleton's scale), the narrowing of P (the shift that makes
-    a BF16 pattern a float32, the packed converts and moves), the O update (the FFMA that accumulates PV into O
-    and the rescale's FMUL, its vote and tests), the GEMMs and their synchronisation, and the per-row
-    bookkeeping (everything else)."""
+    (float, integer or packed maxima and their shuffles), Stage-A (the clamping FFMA and the add that rounds the
+    pattern, the conventional policy's MUFU exponential, or the skeleton's scale), the narrowing of P (the shift or
+    multiply-add that makes a BF16 pattern a float32, the packed converts and moves), the O update (the FFMA that
+    accumulates PV into O and the rescale's FMUL, its vote and tests), the GEMMs and their synchronisation, and the
+    per-row bookkeeping (everything else)."""
     m = _INSTRUCTION.search(line)
     if not m:
         raise ValueError(f"not an instruction: {line!r}")
