@@ -143,3 +143,10 @@ def test_the_loop_count_names_the_key_tile_loop_and_the_rescale_a_warp_skips(glu
     assert ops["FMUL"] == ptx.RESCALE_N and ops["VIMNMX"] == ptx.NARROW_N
     assert sum("VOTE.ANY" in line for line in loop) == 2  # the rescale's and the floor's
     assert {ksass.step_of(line) for line in skipped if "FMUL" in line} == {"o_update"}
+
+
+def test_gluon_kernel_compiles_where_the_launcher_specialises_one_key_tile_and_one_query():
+    """Triton turns an integer argument equal to 1 into a constant: the Gluon kernel must still build its program
+    state from it (a sequence of at most 128 keys, a single query row)."""
+    kernel = ksass.compile_variant(ksass.VARIANTS["fused-mxfp8"], ones=("N_KT", "S_Q"))
+    assert len(kernel.asm["cubin"]) > 0

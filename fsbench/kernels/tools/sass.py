@@ -65,9 +65,10 @@ def _descriptor_types(engine: str, bm: int, bn: int, d: int) -> dict[str, str]:
             for name, shape in shapes.items()}
 
 
-def compile_variant(variant: Variant, engine: str = GLUON):
+def compile_variant(variant: Variant, engine: str = GLUON, ones: tuple[str, ...] = ()):
     """The kernel compiled for sm_90 (a Triton `CompiledKernel`; its asm["cubin"] is the machine code). Triton
-    compiles at its first autotuner configuration (`tiling.candidates`), Gluon at its one launch shape."""
+    compiles at its first autotuner configuration (`tiling.candidates`), Gluon at its one launch shape. `ones`
+    names integer arguments equal to 1, which the launcher specialises to constants (one key tile, one query)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -93,6 +94,7 @@ def compile_variant(variant: Variant, engine: str = GLUON):
                  "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32", "out_ptr": "*bf16", "flag_ptr": "*i8"}
     signature.update({n: "i32" for n in ("S_Q", "S_K", "S_QPAD", "S_KPAD", "N_ST", "N_KT", "gate_p", "HEADS",
                                           "stride_ob", "stride_oh", "stride_os")})
+    consts.update({name: 1 for name in ones})
     signature.update({k: "constexpr" for k in consts})
     src = source(fn=fn, signature=signature, constexprs=consts)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
