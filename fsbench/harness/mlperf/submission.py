@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsbench import mllog
 from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import accuracy_log, compliance, system as system_desc
 from fsbench.harness.run import made_with
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB
 from fsbench.harness.run.writer import atomic_write_text
-from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check, read_mllog
+from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
 
 DIVISIONS = ("open", "closed")
@@ -196,7 +197,7 @@ def _scenario(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
     perf_run, manifest = src.performance
     perf_logs = loadgen_dir(perf_run, manifest["system"], src.scenario, "performance")
     _copy_logs(perf_logs, folder / "performance" / "run_1")
-    values, _ = read_mllog(perf_logs / "mlperf_log_detail.txt")
+    values = mllog.read(perf_logs / "mlperf_log_detail.txt").values
     verdict = None
     if src.test04 is not None:
         test_run, test_manifest = src.test04
