@@ -13,7 +13,7 @@ from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.run import lock, logs, orchestrator
+from fsbench.harness.run import inputs, lock, logs, orchestrator
 from fsbench.harness.run.presets import preset_names
 from fsbench.harness.precision.schedule import builtin_names
 from fsbench.harness.precision.schedule import load as load_schedule
@@ -32,7 +32,7 @@ def _options_decorator(options: list[Callable]) -> Callable[[Callable], Callable
 
 # What to generate and how: shared by `run` and `sweep`.
 _generation = _options_decorator([
-    click.option("--model", default="tiny", show_default=True,
+    click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
                  help="tiny | a14b-synthetic | a Wan2.2-T2V-A14B-Diffusers folder or cached HF repo id."),
     click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
                  help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),

@@ -19,9 +19,9 @@ from tqdm.auto import tqdm
 from fsbench import rundir
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import pipeline
-from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
+from fsbench.harness.run import dataset, inputs, logs, made_with as artifacts, writer
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
-from fsbench.harness.run.presets import Settings, build_settings
+from fsbench.harness.run.presets import Settings
 from fsbench.harness.measure.profile import NullProfiler, Profiler
 from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule
 from fsbench.harness.precision.schedule import load as load_schedule
@@ -62,13 +62,13 @@ class RunSpec:
 
 def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
             latent_file: Path | None, overrides: dict[str, Any]) -> RunSpec:
-    """Steps 1-3: everything cheap that can be wrong is checked before any weights load."""
-    settings = build_settings(preset, model, **overrides)
+    """Steps 1-3: everything cheap that can be wrong is checked before any weights load, the inputs as
+    `fsbench doctor` checks them (harness.run.inputs)."""
     parsed = schedule if isinstance(schedule, Schedule) else load_schedule(schedule)
-    resolved = parsed.resolve(settings.steps, pipeline.num_layers(model))
-    prompts = dataset.load_prompts(prompts_file, model, num_prompts)
-    latent = dataset.load_latent(settings, latent_file)
-    return RunSpec(model, settings, resolved, prompts, latent.tensor, latent.as_dict())
+    found = inputs.read(model, preset, prompts_file, num_prompts, latent_file, overrides, first_only=True)
+    found.raise_first()
+    resolved = parsed.resolve(found.settings.steps, found.layers)
+    return RunSpec(model, found.settings, resolved, found.prompts, found.latent.tensor, found.latent.as_dict())
 
 
 def schedule_slug(schedule: ResolvedSchedule) -> str:
