@@ -36,7 +36,9 @@ The manifest's keys (all JSON):
   capture {dir, calls} with --capture, attention_kernels ({format: sdpa|emulate|triton|gluon}, what ran) and
   attention_kernel_fallbacks ({format: why "auto" passed over a faster kernel, e.g. Gluon on an old Triton}, when any),
   peak_gpu_memory_bytes (the largest torch.cuda.max_memory_allocated of one video; absent on CPU). An accuracy
-  summary has samples, videos_generated, videos_reused, accuracy_log and log_dir (relative to RUN), wall_s.
+  summary has samples, videos_generated, videos_reused, reuse (whether the pass was allowed to keep finished
+  videos: `fsbench run --reuse`, every `fsbench sweep`), made_with (the digest each video's sidecar must carry),
+  accuracy_log and log_dir (relative to RUN), wall_s.
   Either summary of a run on several processes (`fsbench run --gpus N`) has parallel {processes, device, cfg,
   ulysses, replicas, backend, device_name, launcher, samples_per_replica (Offline)}. Every summary has command
   (the `fsbench ...` command line that wrote it) and speed ({compile, gemm, vae} as given to `fsbench run`, with

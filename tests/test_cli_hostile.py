@@ -92,6 +92,7 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", "--out", out, *SMALL, "--prompts", str(files["non-utf8.txt"])], "non-utf8.txt"),
         (["run", "--out", out, *SMALL, "--latent", str(files["garbage.pt"])], "garbage.pt"),
         (["run", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
+        (["run", "--out", out, *SMALL, "--reuse"], "--reuse"),
         (["sweep", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
         (["run", "--out", out, *SMALL, "--schedule", str(tmp / "missing.toml")], "missing.toml"),
         (["run", "--out", out, *SMALL, "--schedule", "mxfp4:" + ",".join(["0"] * 200) + ",99"], "99"),
@@ -204,7 +205,7 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
 
 def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_path, one_thread):
     out = tmp_path / "run"
-    args = ["run", "--out", str(out), *SMALL, "--scenario", "Offline", "--mode", "accuracy"]
+    args = ["run", "--out", str(out), *SMALL, "--scenario", "Offline", "--mode", "accuracy", "--reuse"]
     first = CliRunner().invoke(main, args, catch_exceptions=False)
     assert first.exit_code == 0, first.output
     videos = sorted((out / "videos").glob("*.mp4"))
@@ -231,6 +232,11 @@ def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_pat
     assert other_vae.exit_code == 0, other_vae.output
     summary = load_manifest(out)["results"]["Offline"]["accuracy"]
     assert (summary["videos_generated"], summary["videos_reused"]) == (len(TINY_PROMPTS), 0)
+
+    again = CliRunner().invoke(main, [*args[:-1], "--vae", "bf16"], catch_exceptions=False)  # no --reuse
+    assert again.exit_code == 0, again.output
+    summary = load_manifest(out)["results"]["Offline"]["accuracy"]
+    assert (summary["videos_generated"], summary["videos_reused"], summary["reuse"]) == (len(TINY_PROMPTS), 0, False)
 
 
 def test_eval_scores_the_prompts_the_run_recorded_not_the_edited_file(tmp_path, one_thread):
@@ -295,3 +301,4 @@ def test_written_files_take_the_umask(tmp_path):
         os.umask(previous)
         results._umask.cache_clear()
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+

@@ -102,6 +102,10 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
 @click.option("--capture", is_flag=True,
               help="Record every self-attention call's statistics to RUN/capture/<Scenario>-<mode>/ (replacing an "
                    "earlier capture there; accuracy runs then regenerate every video).")
+@click.option("--reuse", is_flag=True,
+              help="Accuracy mode: keep the intact videos of the same settings the run folder already holds (an "
+                   "interrupted pass resumes) instead of generating every one; the manifest records how many were "
+                   "reused, and a closed-division package refuses such a run.")
 @click.option("--capture-qkv", type=params.NON_NEGATIVE_INT, default=0, show_default=True,
               help="With --capture: also save q, k, v of the N calls with the highest rollback rates.")
 @click.option("--audit", type=click.Choice(["TEST04"]),
@@ -123,9 +127,11 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
               help="Where the pipeline runs: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
 @_generation
 @_loadgen
-def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, capture_qkv: int, profile: bool,
-        warm_up: bool, audit: str | None, **kw: Any) -> None:
+def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, reuse: bool, capture_qkv: int,
+        profile: bool, warm_up: bool, audit: str | None, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
+    if reuse and mode != "accuracy":
+        raise FsbenchError("--reuse keeps the videos of an accuracy pass: add --mode accuracy or leave --reuse out")
     spec = _prepare(schedule, kw)
     opts = loadgen.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
                                          kw["target_latency_ms"], kw["target_qps"], audit)
@@ -143,7 +149,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
         if layout.processes > 1:
             logs.attach(run_dir)
             summary = team.launch(team.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
-                                                         profile))
+                                                         profile, reuse))
             if summary is not None:  # rank 0
                 click.echo(orchestrator.describe(summary))
                 click.echo(f"results: {run_dir}")
@@ -155,7 +161,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
         with speed.cudnn_first():
             summary = orchestrator.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
                                           capture_qkv=capture_qkv if capture else None, profile=profile,
-                                          speed=record, warm_up=warm_up)
+                                          speed=record, warm_up=warm_up, reuse=reuse)
         click.echo(orchestrator.describe(summary))
         click.echo(f"results: {run_dir}")
 
@@ -191,7 +197,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
     with lock.hold(*(out / slug for slug in slugs if team.leads_job())):  # rank 0, for every rank
         if layout.processes > 1:
-            jobs = [team.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
+            jobs = [team.Job(spec, opts, out / slug, system, kw["impl"], layout, options, reuse=True)
                     for spec, slug in zip(specs, slugs)]
             if team.launch_passes(jobs, _echo_pass) is not None:  # rank 0
                 click.echo(f"results: {out}/{{{','.join(slugs)}}}")
@@ -203,7 +209,8 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
         record = speed.apply(pipe, options)
         for spec, slug in zip(specs, slugs):
             with speed.cudnn_first():
-                summary = orchestrator.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
+                summary = orchestrator.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record,
+                                                    reuse=True)
             click.echo(f"[{spec.schedule.name}] {orchestrator.describe(summary)}")
     click.echo(f"results: {out}/{{{','.join(slugs)}}}")
 

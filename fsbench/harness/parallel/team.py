@@ -147,6 +147,7 @@ class Job:
     layout: Layout
     speed: speed.SpeedOptions = speed.SpeedOptions()
     profile: bool = False
+    reuse: bool = False  # an accuracy pass keeps intact finished videos (orchestrator.run_scenario)
 
 
 def launch(job: Job) -> dict[str, Any] | None:
@@ -250,7 +251,8 @@ def _serve(rank: int, local_rank: int, jobs: tuple[Job, ...], init_method: str,
                     team.follow(pipe)
                     continue
                 summary = orchestrator.run_scenario(pipe, job.spec, job.run, job.system, job.opts, impl=job.impl,
-                                              profile=job.profile, speed=record, team=team)
+                                              profile=job.profile, speed=record, team=team,
+                                              reuse=job.reuse)
                 summaries.append(summary)
                 if on_summary is not None:
                     on_summary(job, summary)
@@ -337,8 +339,9 @@ class Team:
                 while (index := _receive_broadcast()) is not None:
                     generator.frames(index)
             else:
-                generator = orchestrator.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
-                                                  made_with=job.spec.made_with(job.impl, asdict(job.speed)))
+                generator = orchestrator.VideoGenerator(pipe, job.spec, job.run, router,
+                                                        reuse=job.reuse and job.opts.mode == "accuracy",
+                                                        made_with=job.spec.made_with(job.impl, asdict(job.speed)))
                 _answer_samples(generator, self.channels[self.rank])
         finally:
             router.uninstall()

@@ -200,14 +200,15 @@ class VideoGenerator:
 def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen.LoadgenOptions, *,
                  impl: str = "auto", capture_qkv: int | None = None, profile: bool = False,
                  speed: dict[str, Any] | None = None, team: Team | None = None,
-                 warm_up: bool = False) -> dict[str, Any]:
+                 warm_up: bool = False, reuse: bool = False) -> dict[str, Any]:
     """Steps 6-7: route attention, run LoadGen, merge the summary into the manifest; returns the summary.
 
     `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
     `profile`: time every phase of every video into RUN/profile.{json,md}; `speed`: the record of
     `harness.model.options.apply`, kept in the summary; `team`: rank 0 of a `fsbench run --gpus N` (harness.parallel.team),
     which supplies the router and serves LoadGen's samples with the other ranks; `warm_up`: one step per
-    attention format before LoadGen starts (`VideoGenerator.warm_up`; one process only).
+    attention format before LoadGen starts (`VideoGenerator.warm_up`; one process only); `reuse`: an accuracy pass
+    keeps the intact videos of the same settings the folder holds (a resumed pass; the summary counts them).
     """
     capture = None
     if capture_qkv is not None:
@@ -216,8 +217,8 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     router = (SelfAttentionRouter if team is None else team.router)(spec.schedule, impl=impl, capture=capture)
     router.install(pipe)
     profiler = Profiler(pipe.device) if profile else None
-    # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
-    generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
+    # Only an accuracy pass asked to may reuse finished videos, and never under --capture, which must see every call.
+    generator = VideoGenerator(pipe, spec, run, router, reuse=reuse and opts.mode == "accuracy" and capture is None,
                                profiler=profiler, made_with=spec.made_with(impl, speed))
     warmed = generator.warm_up() if warm_up and team is None else None
     if profiler is not None:
@@ -247,6 +248,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
         summary["attention_kernel_fallbacks"] = dict(sorted(router.kernel_fallbacks.items()))
     if opts.mode == "accuracy":
         summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
+                       reuse=generator.reuse, made_with=generator.made_with,
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
     if capture is not None:
         capture_summary = capture.finish()
