@@ -325,12 +325,16 @@ def test_the_official_checker_runs_from_a_checkout_and_its_verdict_is_shown_besi
     assert "official checker: submission looks OK" in result.output and (root / "open" / "FsbenchOrg").is_dir()
     assert sorted(p.name for p in tools.iterdir()) == before  # its summary.csv went to a scratch folder
 
-    broken, _, _ = copy_of
-    _break_missing_system_json(*copy_of)
+    broken, _, scenario = copy_of
+    ours = _break_untruncated_log(*copy_of)
     refused = fsbench("submission", "--check", broken, "--official-checker", checkout)
-    assert refused.exit_code == 2
-    assert f"systems/{SYSTEM}.json: missing" in refused.output
-    assert "official checker: refused the tree (exit " in refused.output
+    assert refused.exit_code == 2 and ours in refused.output
+    log = (scenario / "accuracy" / "mlperf_log_accuracy.json").relative_to(broken)
+    assert "official checker: refused the tree (exit 1) (" in refused.output
+    assert f" error(s); first: {log} is not truncated)" in refused.output
+    _break_missing_system_json(*copy_of)  # the checker's own code fails on this one
+    stopped = fsbench("submission", "--check", broken, "--official-checker", checkout)
+    assert stopped.exit_code == 2 and "official checker: stopped with an error (exit 1)" in stopped.output
 
 
 def test_runs_split_over_folders_package_into_one_tree_and_repackaging_replaces_it(tiny_run, open_tree, tmp_path):

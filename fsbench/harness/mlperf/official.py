@@ -7,6 +7,7 @@ it, in a subprocess with this interpreter, and writes its summary.csv into a tem
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,7 @@ VERSION = "v6.1"
 ENTRY = Path("submission_checker") / "main.py"
 TOOLS = Path("tools") / "submission"
 PASSED = "SUMMARY: submission looks OK"
+ERROR_LINE = re.compile(r"^(?:\[[^\]]* ERROR\]|ERROR:[\w.]+:)\s*(.*)$")  # its log format, or logging's default
 TIMEOUT_S = 1800
 
 
@@ -60,9 +62,11 @@ def check(tools: Path, root: Path) -> Verdict:
         except subprocess.TimeoutExpired:
             return Verdict(False, f"did not finish in {TIMEOUT_S} s")
     lines = (done.stdout + done.stderr).splitlines()
-    errors = [line.split(":", 2)[-1].strip() for line in lines if line.startswith("ERROR:")]
+    where = str(Path(root).resolve()) + os.sep
+    errors = [m.group(1).replace(where, "") for m in map(ERROR_LINE.match, lines)
+              if m and not m.group(1).startswith("SUMMARY:")]
     if done.returncode == 0 and any(PASSED in line for line in lines):
         return Verdict(True, "submission looks OK", errors)
-    if not errors and lines:  # it crashed before logging: its last line says why (a missing module, say)
-        errors = [lines[-1].strip()]
+    if not any("SUMMARY:" in line for line in lines):  # it stopped before its verdict: the last line says why
+        return Verdict(False, f"stopped with an error (exit {done.returncode})", lines[-1:])
     return Verdict(False, f"refused the tree (exit {done.returncode})", errors)
