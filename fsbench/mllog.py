@@ -41,7 +41,7 @@ def read(path: Path | str) -> MLLog:
             if not isinstance(entry, dict) or "key" not in entry:
                 continue
             log.values[entry["key"]] = entry.get("value")
-            metadata = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
-            if metadata.get("is_error"):
+            metadata = entry.get("metadata")
+            if isinstance(metadata, dict) and metadata.get("is_error"):
                 log.errors.append(str(entry.get("value")))
     return log

@@ -112,10 +112,11 @@ def test_every_unreadable_input_is_a_line_naming_its_file(tmp_path):
         assert str(data / "fixed_latent.pt") in line(result.output, "fixed latent")
 
 
-def test_vbench_data_is_found_only_through_fsbench_data(shared_data):
-    result = plain_doctor("--mode", "eval", FSBENCH_DATA=None)
+def test_vbench_data_is_found_in_the_data_folder_never_beside_the_repository(tmp_path, shared_data):
+    result = plain_doctor("--mode", "eval", FSBENCH_DATA=None, XDG_CACHE_HOME=tmp_path)
     assert line(result.output, "VBench data").startswith("MISSING")
-    assert "FSBENCH_DATA is not set" in result.output and str(shared_data) not in result.output
+    assert str(tmp_path / "fsbench" / "VBench_full_info.json") in result.output
+    assert str(shared_data) not in result.output
 
 
 def test_an_installed_wheel_points_to_fsbench_vbench_python_not_into_site_packages(monkeypatch, shared_data):

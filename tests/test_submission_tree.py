@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.cli import main
-from fsbench.rundir import load_manifest
+from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.mlperf.rules import (
     AUDIT_VIDEOS,
     SYSTEM_KEYS,
@@ -30,6 +29,7 @@ from fsbench.harness.mlperf.rules import (
     check,
     errors,
 )
+from fsbench.rundir import load_manifest
 
 pytestmark = pytest.mark.slow
 SMALL = ["--model", "tiny", "--height", "16", "--width", "16", "--frames", "1", "--steps", "1"]

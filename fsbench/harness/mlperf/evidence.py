@@ -9,6 +9,7 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.run import made_with
 from fsbench.rundir import MANIFEST, VIDEOS, video_name
 
+
 def vbench_score(run: Path) -> float | None:
     """The run's MLPerf vbench_score as `fsbench eval` recorded it (RUN/eval/summary.json), never recomputed."""
     from fsbench.eval import store

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import logging
-import os
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,9 +16,11 @@ from pathlib import Path
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError
+from fsbench.paths import data_dir
 
 MODES = ("run", "eval", "submission")
-FETCH_DATA = "python scripts/fetch_dataset.py --out DIR on a connected machine, copy DIR here, export FSBENCH_DATA=DIR"
+FETCH_DATA = ("python scripts/fetch_dataset.py on a connected machine, then copy the folder it wrote to the one named "
+              "here (or anywhere, and export FSBENCH_DATA=DIR)")
 
 
 @dataclass(frozen=True)
@@ -100,39 +101,35 @@ def _inputs(model: str, preset: str, prompts_file: Path | None, latent_file: Pat
     finally:
         quiet.setLevel(level)
     problems = found.problems
+    settings, prompts, latent = found.settings, found.prompts, found.latent
     shown = {
-        "settings": lambda: f"preset {preset}: {found.settings.height}x{found.settings.width}x"
-                            f"{found.settings.num_frames}, {found.settings.steps} steps",
-        "model": lambda: f"{model} (built in, random weights)" if found.model_dir is None else str(found.model_dir),
-        "prompts": lambda: f"{found.prompts.source} ({len(found.prompts.texts)})",
-        "latent": lambda: found.latent.source,
+        "settings": f"preset {preset}: {settings.height}x{settings.width}x{settings.num_frames}, "
+                    f"{settings.steps} steps" if settings else "",
+        "model": f"{model} (built in, random weights)" if found.model_dir is None else str(found.model_dir),
+        "prompts": f"{prompts.source} ({len(prompts.texts)})" if prompts else "",
+        "latent": latent.source if latent else "not read: the settings above are refused",
     }
     checks = []
     for name in inputs.NAMES:
         if name in problems:
             checks.append(Check(name, False, str(problems[name]), needed_by=("run",)))
-        elif name == "latent" and found.latent is None:
-            checks.append(Check(name, False, "not read: the settings above are refused", needed_by=("run",)))
         else:
-            checks.append(Check(name, True, shown[name](), needed_by=("run",)))
+            checks.append(Check(name, name != "latent" or latent is not None, shown[name], needed_by=("run",)))
     return checks
 
 
 def _mlperf_data() -> list[Check]:
-    """What a closed submission needs beyond a run: MLPerf's 248 prompts and its fixed latent, in FSBENCH_DATA."""
+    """What a closed submission needs beyond a run: MLPerf's 248 prompts and its fixed latent, in the data folder."""
     from fsbench.harness.run import dataset
 
-    folder = os.environ.get("FSBENCH_DATA")
-    if not folder:
-        return [Check(name, False, "FSBENCH_DATA is not set", FETCH_DATA, ("submission",))
-                for name in ("MLPerf prompts", "fixed latent")]
-    prompts = Path(folder) / dataset.PROMPTS_FILE
+    folder = data_dir()
+    prompts = folder / dataset.PROMPTS_FILE
     try:
         count = len(dataset.load_prompts(prompts, "").texts)
         checks = [Check("MLPerf prompts", True, f"{prompts} ({count})", needed_by=("submission",))]
     except FsbenchError as exc:
         checks = [Check("MLPerf prompts", False, str(exc), FETCH_DATA, ("submission",))]
-    latent = Path(folder) / dataset.LATENT_FILE
+    latent = folder / dataset.LATENT_FILE
     try:
         blob = dataset.git_blob_id(latent.read_bytes())
     except OSError as exc:
