@@ -99,6 +99,8 @@ class Summary(TypedDict, total=False):
     peak_gpu_memory_bytes: int  # the largest of one video; absent on CPU
     videos_generated: int
     videos_reused: int
+    reuse: bool  # whether the accuracy pass might keep finished videos: `fsbench run --reuse`, every sweep
+    made_with: str  # the digest each video's made_with sidecar must carry
     accuracy_log: str  # relative to RUN
     parallel: dict[str, Any]  # processes, device, cfg, ulysses, replicas, backend, ... with --gpus N
     speed: dict[str, Any]  # compile, gemm, vae, offload as given, with what they did: the configuration

@@ -15,7 +15,7 @@ from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
 from fsbench.harness.precision.schedule import builtin_names, load as load_schedule
-from fsbench.harness.run import estimate, interrupts, lock, logs, orchestrator
+from fsbench.harness.run import estimate, inputs, interrupts, lock, logs, orchestrator
 from fsbench.harness.run.presets import preset_names
 from fsbench.kernels import registry
 
@@ -32,7 +32,7 @@ def _options_decorator(options: list[Callable]) -> Callable[[Callable], Callable
 
 # What to generate and how: shared by `run` and `sweep`.
 _generation = _options_decorator([
-    click.option("--model", default="tiny", show_default=True,
+    click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
                  help="tiny | a14b-synthetic | a Wan2.2-T2V-A14B-Diffusers folder or cached HF repo id."),
     click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
                  help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
@@ -104,6 +104,10 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
 @click.option("--capture", is_flag=True,
               help="Record every self-attention call's statistics to RUN/capture/<Scenario>-<mode>/ (replacing an "
                    "earlier capture there; accuracy runs then regenerate every video).")
+@click.option("--reuse", is_flag=True,
+              help="Accuracy mode: keep the intact videos of the same settings the run folder already holds (an "
+                   "interrupted pass resumes) instead of generating every one; the manifest records how many were "
+                   "reused, and a closed-division package refuses such a run.")
 @click.option("--capture-qkv", type=params.NON_NEGATIVE_INT, default=0, show_default=True,
               help="With --capture: also save q, k, v of the N calls with the highest rollback rates.")
 @click.option("--audit", type=click.Choice(["TEST04"]),
@@ -125,9 +129,11 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
               help="Where the pipeline runs: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
 @_generation
 @_loadgen
-def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, capture_qkv: int, profile: bool,
-        warm_up: bool, audit: str | None, **kw: Any) -> None:
+def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, reuse: bool, capture_qkv: int,
+        profile: bool, warm_up: bool, audit: str | None, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
+    if reuse and mode != "accuracy":
+        raise FsbenchError("--reuse keeps the videos of an accuracy pass: add --mode accuracy or leave --reuse out")
     spec = _prepare(schedule, kw)
     opts = loadgen.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
                                   kw["target_latency_ms"], kw["target_qps"], audit)
@@ -141,7 +147,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     job = orchestrator.Job(spec, opts, run_dir, system, kw["impl"], layout, options, profile,
-                           capture_qkv if capture else None, warm_up)
+                           capture_qkv if capture else None, warm_up, reuse)
     interrupts.watch(run_dir, spec.prompts.texts)
     _announce(spec, len(spec.prompts.texts) if mode == "accuracy" else kw["count"] or len(spec.prompts.texts), device)
     with lock.hold(*([run_dir] if team.leads_job() else [])):  # the leading process holds it for every rank
@@ -180,7 +186,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     options.check_device(device)
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
-    jobs = [orchestrator.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
+    jobs = [orchestrator.Job(spec, opts, out / slug, system, kw["impl"], layout, options, reuse=True)
             for spec, slug in zip(specs, slugs)]
     if team.leads_job():
         claim(out, "sweep")
