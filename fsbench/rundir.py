@@ -62,6 +62,7 @@ VIDEO_SUFFIX = "-0.mp4"
 LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.run.lock)
 PIXEL_KEYS = ("compile", "gemm", "vae")  # of a summary's speed: the options that shape a video's pixels
 SPEED_KEYS = (*PIXEL_KEYS, "offload")  # ... and those that make a configuration (its latency)
+EVAL_METRICS = ("psnr", "ssim", "lpips", "vbench")  # what `fsbench eval` writes into RUN/eval/
 
 
 def video_name(prompt: str) -> str:

@@ -10,6 +10,9 @@ from typing import Any
 
 import click
 
+from fsbench.errors import FsbenchError
+from fsbench.harness.run import presets
+
 # Bounds of the LoadGen overrides: beyond them LoadGen allocates per expected query and a typo exhausts memory.
 MAX_COUNT = 1_000_000
 MAX_TIME_S = 7 * 24 * 3600.0
@@ -84,6 +87,19 @@ class OutPath(click.Path):
         return path
 
 
+class PresetType(click.ParamType):
+    """A built-in preset name or a preset .toml file (checked to exist here; its fields when it is read)."""
+
+    name = "preset"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            presets.preset_path(str(value))
+        except FsbenchError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
 def comma_list(choices: tuple[str, ...] | None = None):
     """A callback turning 'a,b,c' into a tuple; refuses empty items, repeats and (with `choices`) unknown names."""
 
@@ -123,6 +139,7 @@ def shape(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 
 NAME = NameType()
+PRESET = PresetType()
 POSITIVE_INT = int_range(1)
 NON_NEGATIVE_INT = int_range(0)
 PROCESSES = int_range(1, MAX_PROCESSES)

@@ -14,7 +14,6 @@ from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
 from fsbench.harness.run import lock, logs, orchestrator
-from fsbench.harness.run.presets import preset_names
 from fsbench.harness.precision.schedule import builtin_names
 from fsbench.harness.precision.schedule import load as load_schedule
 from fsbench.kernels import registry
@@ -30,12 +29,15 @@ def _options_decorator(options: list[Callable]) -> Callable[[Callable], Callable
     return apply
 
 
+DEFAULT_SWEEP = "bf16,mxfp8,mxfp6,mxfp4,hybrid"
+
 # What to generate and how: shared by `run` and `sweep`.
 _generation = _options_decorator([
     click.option("--model", default="tiny", show_default=True,
                  help="tiny | a14b-synthetic | a Wan2.2-T2V-A14B-Diffusers folder or cached HF repo id."),
-    click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
-                 help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
+    click.option("--preset", type=params.PRESET, default="mlperf", show_default=True,
+                 help="Generation settings: a name (scenarios/<preset>.toml) or a .toml file of that form; tiny gets "
+                      "small videos by default."),
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
                  help="One prompt per line [default: tiny's own prompts, else $FSBENCH_DATA/vbench_prompts.txt]."),
     click.option("--num-prompts", type=params.POSITIVE_INT, help="Use only the first N prompts."),
@@ -133,7 +135,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
-    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-{kw['preset']}"
+    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-{spec.settings.preset}"
                                              f"{options.slug}")
     system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
@@ -161,8 +163,11 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
 
 
 @click.command()
-@click.option("--schedules", default="bf16,mxfp8,mxfp6,mxfp4,hybrid", show_default=True,
-              help="Comma-separated schedules (names or .toml files; spec strings contain ',' so use files).")
+@click.option("--schedules", default=None,
+              help="Comma-separated schedule names or .toml files [default: bf16,mxfp8,mxfp6,mxfp4,hybrid].")
+@click.option("--schedule", "schedule_list", multiple=True,
+              help="One schedule (a name, a .toml file or a spec string such as 'mxfp6:0-2,17-19;mxfp4:*'); repeat "
+                   "it for more. Instead of --schedules.")
 @click.option("--out", type=params.OutPath(file_okay=False),
               help="Sweep directory, one run per schedule in OUT/<schedule>/ "
                    "[default: results/runs/sweep-<model>-<preset>].")
@@ -172,10 +177,13 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="Where the pipelines run: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
 @_generation
-def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
+def sweep(schedules: str | None, schedule_list: tuple[str, ...], out: Path | None, **kw: Any) -> None:
     """AccuracyOnly pass (Offline) over every prompt for each schedule; resumable on any --gpus: finished videos
     are kept."""
-    parsed = [load_schedule(name.strip()) for name in schedules.split(",") if name.strip()]
+    if schedules is not None and schedule_list:
+        raise FsbenchError("pass either --schedules A,B or --schedule A --schedule B, not both")
+    names = list(schedule_list) or (schedules or DEFAULT_SWEEP).split(",")
+    parsed = [load_schedule(name.strip()) for name in names if name.strip()]
     if not parsed:
         raise FsbenchError("--schedules is empty; e.g. --schedules bf16,mxfp8,hybrid")
     specs = [_prepare(schedule, kw) for schedule in parsed]
@@ -187,7 +195,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
-    out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
+    out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{specs[0].settings.preset}{options.slug}"
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
     with lock.hold(*(out / slug for slug in slugs if team.leads_job())):  # rank 0, for every rank
         if layout.processes > 1:

@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-from tqdm.auto import tqdm
-
 from fsbench import rundir
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import pipeline
-from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
+from fsbench.harness.run import dataset, logs, made_with as artifacts, progress, writer
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
 from fsbench.harness.run.presets import Settings, build_settings
 from fsbench.harness.measure.profile import NullProfiler, Profiler
@@ -115,8 +113,9 @@ def device_info(device: torch.device, model: str) -> dict[str, Any]:
 
 def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
     """Step 5: the diffusers pipeline, with its per-video denoising bar kept short-lived."""
+    progress.quiet_libraries()
     pipe = pipeline.build(spec.model, spec.settings, device)
-    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=logs.quiet())
+    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=not progress.shown())
     return pipe
 
 
@@ -228,8 +227,7 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     try:
         serving = contextlib.nullcontext((generator, 1)) if team is None else team.serve(generator)
         with serving as (generate, concurrency), \
-                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video",
-                     disable=logs.quiet()) as bar:
+                progress.bar(expected, f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", "video") as bar:
             summary = loadgen.run_test(generate, total, opts, log_dir, on_sample=bar.update,
                                               concurrency=concurrency)
     finally:
