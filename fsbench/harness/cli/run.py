@@ -14,7 +14,7 @@ from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
 from fsbench.harness.run import lock, logs, orchestrator
-from fsbench.harness.precision.schedule import builtin_names
+from fsbench.harness.precision.schedule import GRAMMAR, builtin_names
 from fsbench.harness.precision.schedule import load as load_schedule
 from fsbench.kernels import registry
 
@@ -98,7 +98,8 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
 @click.option("--scenario", type=click.Choice(loadgen.SCENARIOS), default="SingleStream", show_default=True)
 @click.option("--mode", type=click.Choice(loadgen.MODES), default="performance", show_default=True)
 @click.option("--schedule", default="bf16", show_default=True,
-              help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*'.")
+              help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*' (`fsbench schedules` "
+                   "shows the grammar).")
 @click.option("--out", type=params.OutPath(file_okay=False),
               help="Run directory [default: results/runs/<model>-<schedule>-<preset>].")
 @click.option("--capture", is_flag=True,
@@ -227,12 +228,15 @@ def _echo_pass(job: team.Job, summary: dict[str, Any]) -> None:
               help="Layers per expert (A14B: 40, tiny: 2).")
 @click.argument("extra", nargs=-1)
 def schedules(steps: int, layers: int, extra: tuple[str, ...]) -> None:
-    """List the built-in schedules (and any EXTRA names, files or specs) with their per-step formats."""
-    for name in (*builtin_names(), *extra):
-        schedule = load_schedule(name)
-        resolved = schedule.resolve(steps, layers)
+    """List the built-in schedules (and any EXTRA names, files or specs) with their per-step formats, then how to
+    write your own."""
+    # every schedule is read and resolved before one is printed: a bad EXTRA is one line, not a table and a line
+    listed = [(schedule, schedule.resolve(steps, layers))
+              for schedule in (load_schedule(name) for name in (*builtin_names(), *extra))]
+    for schedule, resolved in listed:
         click.echo(f"{schedule.name:<8} {schedule.spec}")
         if schedule.description:
             click.echo(f"         {schedule.description}")
         click.echo(f"         steps 0-{steps - 1}: {' '.join(resolved.by_step())}")
+    click.echo(f"\n{GRAMMAR}")
 
