@@ -92,3 +92,16 @@ def test_a_bad_spec_in_schedules_is_one_line_and_no_table():
     result = CliRunner().invoke(main, ["schedules", "mxfp6:0-2;mxfp4:2-3", "--steps", "4", "--layers", "2"])
     assert result.exit_code == 2
     assert result.stdout == "" and result.stderr.count("\n") == 1 and "both set step 2" in result.stderr
+
+
+def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta(tmp_path):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{tmp_path / "out"}"\ndevice = "cpu"\n'
+                    'metrics = []\naccuracy = false\nhtml = false\n[prompts]\ncount = 2\n'
+                    '[settings]\nheight = 32\nwidth = 32\nframes = 5\nsteps = 2\n'
+                    '[performance.SingleStream]\ncount = 3\ntime = 0\n')
+    code, shown = _on_a_terminal("campaign", str(plan))
+    assert code == 0, shown
+    plan_bar = [line for line in shown.replace("\r\n", "\n").replace("\r", "\n").splitlines()
+                if line.startswith("[1/2] SingleStream performance [bf16]")]
+    assert any("3/3 video" in line for line in plan_bar) and all("<" in line for line in plan_bar), shown
