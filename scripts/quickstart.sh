@@ -9,13 +9,13 @@ set -euo pipefail
 source "$(dirname "$0")/_venv.sh"
 # The tiny model is too small to gain from threads; one thread avoids oversubscribing a shared machine.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-OUT=${FSBENCH_QUICKSTART_OUT:-results/runs/campaigns/tiny-demo}
+RUNS=${FSBENCH_QUICKSTART_OUT:-results/runs/campaigns/tiny-demo}
 FSBENCH=.venv/bin/fsbench
 
 "$FSBENCH" schedules --steps 4 --layers 2
-"$FSBENCH" campaign scenarios/campaigns/tiny-demo.toml --out "$OUT"
+"$FSBENCH" campaign scenarios/campaigns/tiny-demo.toml --out "$RUNS"
 
 echo
-echo "Runs:             $OUT/{bf16,mxfp8,hybrid} (videos/*.mp4, manifest.json, LoadGen logs, eval/)"
-echo "Comparison:       $OUT/compare/compare.md, speedup.png, frames.png"
-echo "Comparison page:  $OUT/compare/html/index.html (open it in a browser; no server needed)"
+echo "Runs:             $RUNS/{bf16,mxfp8,hybrid} (videos/*.mp4, manifest.json, LoadGen logs, eval/)"
+echo "Comparison:       $RUNS/compare/compare.md, speedup.png, frames.png"
+echo "Comparison page:  $RUNS/compare/html/index.html (open it in a browser; no server needed)"

@@ -1,7 +1,7 @@
 """`fsbench campaign PLAN.toml`: a plan's stages in order, each skipped when its verified records exist.
 
 Stages: the performance runs of every schedule (per scenario of the plan), the accuracy sweep, eval of every
-schedule against the reference, then compare (with its page). Every schedule has one run folder, OUT/<schedule>/,
+schedule against the reference, then compare (with its page). Every schedule has one run folder, <out>/<schedule>/,
 which holds its performance results, its videos and its scores, so compare finds latency, speedup and fidelity in
 one place. A stage is done when the records it would write are there and were made with the plan's settings:
 
@@ -11,7 +11,7 @@ one place. A stage is done when the records it would write are there and were ma
   these settings, file unchanged); it runs again after a performance run of its schedule, which rewrites videos;
 - eval: RUN/eval/summary.json holds every metric asked for, over every prompt, for these very videos (their
   digest) against this reference;
-- compare: OUT/compare/inputs.json records the digest of the manifests and scores it was drawn from.
+- compare: <out>/compare/inputs.json records the digest of the manifests and scores it was drawn from.
 
 A killed campaign therefore resumes where it stopped: a finished stage is not run again, and an interrupted
 accuracy sweep or eval keeps what it finished (videos by their sidecars, scores by their per-prompt records).
