@@ -38,7 +38,7 @@ from fsbench.harness.run import dataset, lock, logs, made_with, orchestrator, pr
 from fsbench.harness.run.plan import Plan, PlanError
 
 COMPARE = "compare"
-STAMP = "inputs.json"  # in OUT/compare/: what the comparison was drawn from
+STAMP = "inputs.json"  # in <out>/compare/: what the comparison was drawn from
 ACCURACY = loadgen.LoadgenOptions("Offline", "accuracy")
 
 Evaluate = Callable[[Path, Path | None, tuple[str, ...]], None]
@@ -128,7 +128,7 @@ class Campaign:
             for number, (stage, why) in enumerate(steps, start=1):
                 head = f"[{number}/{len(steps)}] {stage.title}"
                 if why is not None:
-                    progress.stage(f"{head}: skipped, {why}")
+                    progress.note(f"{head}: skipped, {why}")
                     continue
                 progress.stage(head)
                 if stage.kind in ("performance", "accuracy"):

@@ -63,6 +63,14 @@ def stage(text: str) -> None:
         click.echo(text, err=True)
 
 
+def note(text: str) -> None:
+    """A line of its own, above the plan bar on a terminal (a stage skipped, say)."""
+    if _PLAN and not _PLAN[0].disable:
+        _PLAN[0].write(text, file=sys.stderr)
+    elif not logs.quiet():
+        click.echo(text, err=True)
+
+
 def quiet_libraries() -> None:
     """diffusers' and transformers' own bars (loading weights, denoising) follow `shown()` too."""
     if shown():
