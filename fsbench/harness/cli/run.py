@@ -136,8 +136,8 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
-    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-{spec.settings.preset}"
-                                             f"{options.slug}")
+    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-"
+                                             f"{spec.settings.preset}{options.slug}")
     system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     if warm_up and layout.processes > 1:

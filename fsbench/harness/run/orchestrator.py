@@ -17,7 +17,7 @@ import torch
 from fsbench import rundir
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import pipeline
-from fsbench.harness.run import dataset, logs, made_with as artifacts, progress, writer
+from fsbench.harness.run import dataset, made_with as artifacts, progress, writer
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
 from fsbench.harness.run.presets import Settings, build_settings
 from fsbench.harness.measure.profile import NullProfiler, Profiler
