@@ -131,6 +131,7 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
     ({"performance": {"SingleStream": {"count": 0}}}, "performance.SingleStream.count: must be positive"),
     ({"performance": {"Server": {}}}, "performance.Server: unknown field"),
     ({"prompts": {"count": "two"}}, "prompts.count: expected int"),
+    ({"accuracy": False}, "metrics: scores the accuracy sweep's videos"),
 ])
 def test_a_bad_plan_field_is_named_in_one_line_and_nothing_is_written(tmp_path, edit, field):
     out = tmp_path / "out"

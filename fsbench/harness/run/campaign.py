@@ -124,6 +124,8 @@ class Campaign:
         todo = [stage for stage, why in steps if why is None]
         units = [stage.videos for stage in todo if stage.kind in ("performance", "accuracy")]
         total = None if any(u is None for u in units) else sum(units)
+        if self.plan.description:
+            progress.note(f"{self.plan.path}: {self.plan.description}")
         with progress.plan(total, "video"):
             for number, (stage, why) in enumerate(steps, start=1):
                 head = f"[{number}/{len(steps)}] {stage.title}"

@@ -18,7 +18,8 @@ whole before anything runs; a bad field is named in one line (`PLAN: field: what
     [performance.Offline]       count, time, target_qps
 
 Files the plan names (preset, schedules, prompts) are found relative to the plan's folder; `out` is relative to
-where the command runs, as every `--out` is.
+where the command runs, as every `--out` is. A campaign runs in one process on one device; on several GPUs, run
+its stages as `fsbench run` / `sweep` / `eval` with `--gpus N` into the same folders.
 """
 from __future__ import annotations
 
@@ -154,6 +155,8 @@ class _Reader:
         names = [s.name for s in parsed]
         reference = d.get("reference", "bf16")
         metrics = self.strings("metrics", d.get("metrics", ["psnr", "ssim"]), EVAL_METRICS)
+        if metrics and not d.get("accuracy", True):
+            raise self.fail("metrics", "scores the accuracy sweep's videos: set accuracy = true, or metrics = []")
         fidelity = [m for m in metrics if m != "vbench"]
         if fidelity and reference not in names:
             raise self.fail("reference", f"{reference!r} is not among the schedules ({', '.join(names)}); "
