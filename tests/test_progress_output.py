@@ -6,9 +6,9 @@ import fcntl
 import os
 import pty
 import struct
-import termios
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest

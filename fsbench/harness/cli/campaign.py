@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from fsbench.harness.cli import evaluate, params
-from fsbench.harness.run import lock
-from fsbench.harness.run import plan as plans
+from fsbench.harness.run import lock, plan as plans
 
 
 @click.command()

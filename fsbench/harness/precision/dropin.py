@@ -4,8 +4,9 @@ switches are put back on exit.
 Two switches cover what a script may call: `torch.nn.functional.scaled_dot_product_attention` (the calls the
 kernels compute: 4-D, head dim a multiple of the MX block, no mask, not causal, no dropout, no grouped heads; the
 others keep the original SDPA, so a text encoder's masked attention is untouched), and diffusers' process-wide
-active attention backend, set to `fsbench_<fmt>` (`diffusers_backends`). Leaving the block restores the SDPA function and the backend that were
-active before it; a model's own `set_attention_backend` choice is left as it was.
+active attention backend, set to `fsbench_<fmt>` (`diffusers_backends`). Leaving the block restores the SDPA
+function and the backend that were active before it; a model's own `set_attention_backend` choice is left as it
+was.
 """
 from __future__ import annotations
 

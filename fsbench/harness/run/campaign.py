@@ -31,16 +31,16 @@ import torch
 from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import loadgen
-from fsbench.harness.model import options as speed_options
 from fsbench.harness.parallel import team
 from fsbench.harness.precision.schedule import Schedule
-from fsbench.harness.run import dataset, lock, logs, made_with, orchestrator, progress, writer
+from fsbench.harness.run import dataset, lock, made_with, orchestrator, progress, writer
 from fsbench.harness.run.plan import Plan, PlanError
 
 COMPARE = "compare"
 STAMP = "inputs.json"  # in <out>/compare/: what the comparison was drawn from
 ACCURACY = loadgen.LoadgenOptions("Offline", "accuracy")
 
+_GENERATION = ("performance", "accuracy")
 Evaluate = Callable[[Path, Path | None, tuple[str, ...]], None]
 Compare = Callable[[list[Path], Path, Path | None], None]
 
@@ -51,8 +51,8 @@ class Stage:
 
     kind: str  # performance | accuracy | eval | compare
     title: str
-    index: int | None = None  # the schedule's position in the plan
-    opts: loadgen.LoadgenOptions | None = None
+    index: int = -1  # the schedule's position in the plan (compare has none)
+    opts: loadgen.LoadgenOptions = ACCURACY  # the LoadGen test of a generation stage
     videos: int | None = 0
 
 
@@ -71,15 +71,14 @@ class Campaign:
             raise PlanError(f"{plan.path}: schedules: two schedules share the folder name ({', '.join(slugs)})")
         self.runs = [plan.out / slug for slug in slugs]
         self.compare_dir = plan.out / COMPARE
-        self.layout = team.plan("Offline", self.specs[0], 1, None, None, plan.device)
-        self.device = torch.device(self.layout.device)
+        self.layouts = {scenario: team.plan(scenario, plan.model, self.specs[0].settings, 1, None, None, plan.device)
+                        for scenario in loadgen.SCENARIOS}  # one process: the same device for every scenario
+        self.device = torch.device(self.layouts["Offline"].device)
         plan.speed.check_device(self.device)
         for opts in plan.performance:  # a bad user.conf or override fails before any work
             loadgen.build_test_settings(opts, len(self.specs[0].prompts.texts))
         self.pixels = asdict(plan.speed)  # what made_with reads of the speed record
         self.system = orchestrator.default_system(self.specs[0].model_tag, self.device)
-        self._pipe: Any = None
-        self._record: dict[str, Any] = {}
 
     def _spec(self, index: int, schedule: Schedule) -> orchestrator.RunSpec:
         p = self.plan
@@ -99,7 +98,7 @@ class Campaign:
                 stages.append(Stage("performance", f"{opts.scenario} performance [{spec.schedule.name}]", i, opts,
                                     opts.count))
         if plan.accuracy:
-            stages += [Stage("accuracy", f"Offline accuracy [{spec.schedule.name}]", i, ACCURACY, prompts)
+            stages += [Stage("accuracy", f"Offline accuracy [{spec.schedule.name}]", i, videos=prompts)
                        for i, spec in enumerate(self.specs)]
         if plan.metrics:
             stages += [Stage("eval", f"eval {','.join(self._metrics(i))} [{spec.schedule.name}]", i)
@@ -119,45 +118,53 @@ class Campaign:
         return found
 
     def execute(self, evaluate: Evaluate, compare: Compare) -> None:
-        """Run the pending stages in order under one plan bar; `evaluate` and `compare` are the CLI's commands."""
+        """Run the pending stages in order under one plan bar; `evaluate` and `compare` are the CLI's commands.
+        Every generation stage to run goes to the orchestrator at once, so the pipeline loads once."""
         steps = self.pending()
-        todo = [stage for stage, why in steps if why is None]
-        units = [stage.videos for stage in todo if stage.kind in ("performance", "accuracy")]
-        total = None if any(u is None for u in units) else sum(units)
+        queue = [(f"[{number}/{len(steps)}] {stage.title}", stage, why)
+                 for number, (stage, why) in enumerate(steps, start=1)]
+        units = [stage.videos for _, stage, why in queue if why is None and stage.kind in _GENERATION]
+        total = None if None in units else sum(u for u in units if u is not None)
+
+        def advance() -> Stage | None:
+            """Announce the skipped stages up to the next one that runs, and that one; return it."""
+            while queue:
+                head, stage, why = queue.pop(0)
+                if why is None:
+                    progress.stage(head)
+                    return stage
+                progress.note(f"{head}: skipped, {why}")
+            return None
+
+        after_jobs: list[Stage | None] = [None]  # the stage announced when the last job finished
+
+        def done(job: orchestrator.Job, summary: dict[str, Any]) -> None:
+            click.echo(f"[{job.spec.schedule.name}] {orchestrator.describe(summary)}")
+            after_jobs[0] = advance()
+
         if self.plan.description:
             progress.note(f"{self.plan.path}: {self.plan.description}")
         with progress.plan(total, "video"):
-            for number, (stage, why) in enumerate(steps, start=1):
-                head = f"[{number}/{len(steps)}] {stage.title}"
-                if why is not None:
-                    progress.note(f"{head}: skipped, {why}")
-                    continue
-                progress.stage(head)
-                if stage.kind in ("performance", "accuracy"):
-                    self._generate(stage)
-                elif stage.kind == "eval":
-                    evaluate(self.runs[stage.index], self._reference(stage.index), self._metrics(stage.index))
+            current = advance()
+            while current is not None:
+                if current.kind in _GENERATION:
+                    stages = [current] + [s for _, s, why in queue if why is None and s.kind in _GENERATION]
+                    jobs = [self._job(stage) for stage in stages]
+                    with lock.hold(*{job.run for job in jobs}):
+                        orchestrator.run(jobs, done)
+                    current = after_jobs[0]
+                elif current.kind == "eval":
+                    evaluate(self.runs[current.index], self._reference(current.index), self._metrics(current.index))
+                    current = advance()
                 else:
                     html = self.compare_dir / "html" if self.plan.html else None
                     compare(self.runs, self.compare_dir, html)
                     writer.atomic_write_text(self.compare_dir / STAMP, json.dumps(self._inputs(), indent=1) + "\n")
+                    current = advance()
 
-    def _generate(self, stage: Stage) -> None:
-        spec, run = self.specs[stage.index], self.runs[stage.index]
-        with lock.hold(run), logs.scoped(run):
-            orchestrator.open_run_dir(run, spec, self.system, self.device)
-            pipe = self._pipeline()
-            with speed_options.cudnn_first():
-                summary = orchestrator.run_scenario(pipe, spec, run, self.system, stage.opts, impl=self.plan.impl,
-                                                    speed=self._record)
-        click.echo(f"[{spec.schedule.name}] {orchestrator.describe(summary)}")
-
-    def _pipeline(self) -> Any:
-        """One pipeline for every generation stage, loaded when the first needs it."""
-        if self._pipe is None:
-            self._pipe = orchestrator.load_pipeline(self.specs[0], self.device)
-            self._record = speed_options.apply(self._pipe, self.plan.speed)
-        return self._pipe
+    def _job(self, stage: Stage) -> orchestrator.Job:
+        return orchestrator.Job(self.specs[stage.index], stage.opts, self.runs[stage.index], self.system,
+                                self.plan.impl, self.layouts[stage.opts.scenario], self.plan.speed)
 
     def _metrics(self, index: int) -> tuple[str, ...]:
         """The reference is scored by VBench only: fidelity against itself says nothing."""
@@ -224,7 +231,7 @@ class Campaign:
         fidelity = summary.get("fidelity") or {}
         if any(m != "vbench" for m in metrics):
             reference = self._reference(index)
-            if (fidelity.get("videos_sha256") != digest or not fidelity.get("reference")
+            if (reference is None or fidelity.get("videos_sha256") != digest or not fidelity.get("reference")
                     or Path(fidelity["reference"]).resolve() != reference.resolve()
                     or fidelity.get("prompts_compared") != len(prompts)):
                 return False

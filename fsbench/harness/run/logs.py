@@ -100,15 +100,6 @@ def _run_log(path: Path, early: logging.handlers.BufferingHandler | None) -> Ite
         handler.close()
 
 
-@contextlib.contextmanager
-def scoped(run: Path) -> Iterator[None]:
-    """Log to RUN/fsbench.log for the block only: a command that writes several runs one after another (a
-    campaign) leaves in each log what was done to that run."""
-    run.mkdir(parents=True, exist_ok=True)
-    with _run_log(run / LOG, click.get_current_context().meta.get(EARLY)):
-        yield
-
-
 def attach(run: Path) -> None:
     """Log to RUN/fsbench.log until the current command ends (on rank 0 only under torchrun). A folder that cannot
     be made is left to the run's own checks, which say what to do."""
