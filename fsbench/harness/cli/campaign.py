@@ -12,7 +12,7 @@ from fsbench.harness.run import lock, plan as plans
 
 @click.command()
 @click.argument("plan_file", metavar="PLAN.toml", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=params.OutPath(file_okay=False),
+@click.option("--out", type=params.OutPath(kind="campaign", file_okay=False),
               help="Folder for the plan's runs and comparison, instead of the plan's `out`.")
 @click.option("--dry-run", is_flag=True, help="List the stages and which are already done; run nothing.")
 def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
@@ -38,7 +38,7 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
     def run_compare(runs: list[Path], out: Path, html: Path | None) -> None:
         ctx.invoke(evaluate.compare, runs=tuple(runs), out=out, html_dir=html)
 
-    with lock.hold(work.compare_dir):  # one campaign at a time per plan output
+    with lock.hold(plan.out, kind="campaign"):  # new, empty or a campaign's; one campaign at a time per folder
         work.execute(run_eval, run_compare)
     click.echo(f"results: {plan.out}")
     if plan.html:

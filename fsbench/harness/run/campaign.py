@@ -30,7 +30,6 @@ import torch
 
 from fsbench import files, rundir
 from fsbench.errors import FsbenchError
-from fsbench.folders import claim
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.parallel import team
 from fsbench.harness.precision.schedule import Schedule
@@ -121,7 +120,6 @@ class Campaign:
     def execute(self, evaluate: Evaluate, compare: Compare) -> None:
         """Run the pending stages in order under one plan bar; `evaluate` and `compare` are the CLI's commands.
         Every generation stage to run goes to the orchestrator at once, so the pipeline loads once."""
-        claim(self.plan.out, "campaign")
         steps = self.pending()
         queue = [(f"[{number}/{len(steps)}] {stage.title}", stage, why)
                  for number, (stage, why) in enumerate(steps, start=1)]
