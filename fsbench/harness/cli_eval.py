@@ -9,7 +9,7 @@ import click
 from tqdm import tqdm
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import cli_types, runlock
+from fsbench.harness import cli_types, logs, runlock
 
 ALL_METRICS = ("psnr", "ssim", "lpips", "vbench")
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -155,4 +155,4 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
     if html_dir is not None:
         from fsbench.eval import compare_page
 
-        click.echo(f"wrote {compare_page.write_page(list(runs), html_dir, link=link)}")
+        click.echo(f"wrote {compare_page.write_page(list(runs), html_dir, link=link, progress=not logs.quiet())}")
