@@ -7,6 +7,8 @@
   const $ = (id) => document.getElementById(id);
   const frame = 1 / data.fps;
   const LIMIT = 24;  // rows shown before "Show all prompts": each row holds a video per schedule
+  // a playing video further off than a frame is seeked (the clock waits for it); nearer, it is sped up or slowed
+  const SEEK_BEYOND = frame;
   // view: what the "Video" / "Difference" buttons chose, for every row, shown now or later
   const state = { playing: true, showAll: false, view: "video", lastFix: new WeakMap() };
   const clock = { at: 0, since: performance.now() };  // seconds at `since`; runs on from there while playing
@@ -119,7 +121,7 @@
 
   function seekAll(t) {
     setClock(t);
-    for (const v of allVideos()) if (v.readyState >= 1) v.currentTime = Math.min(t, v.duration || t);
+    for (const v of allVideos()) v.currentTime = Math.min(t, v.duration || t);
   }
 
   function setView(view, boxes) {
@@ -149,6 +151,10 @@
   function tick() {  // one clock: every shown video follows it, corrected when it drifts half a frame
     const videos = activeVideos();
     const end = duration();
+    // the clock waits while a shown video loads or seeks (the others pause), so no video is chased by a clock
+    // that ran on while it caught up
+    const waiting = state.playing && videos.some((v) => v.seeking || v.readyState < 2);
+    if (waiting) setClock(clock.at);
     let t = clockTime();
     if (end > 0 && t >= end) {
       if ($("loop").checked) {
@@ -165,13 +171,17 @@
     for (const v of videos) {
       if (v.seeking || v.readyState < 2) continue;
       const target = Math.min(t, v.duration);
-      const apart = Math.abs(v.currentTime - target);
-      const drift = v.loop ? Math.min(apart, v.duration - apart) : apart;  // 0 s and the end meet in a loop
-      if (drift > frame / 2 && now - (state.lastFix.get(v) || 0) > 100) {
+      let ahead = v.currentTime - target;
+      if (v.loop && Math.abs(ahead) > v.duration / 2) ahead -= Math.sign(ahead) * v.duration;  // 0 s meets the end
+      const drift = Math.abs(ahead);
+      if (drift > (state.playing ? SEEK_BEYOND : frame / 2) && now - (state.lastFix.get(v) || 0) > 100) {
         v.currentTime = target;
         state.lastFix.set(v, now);
       }
-      if (state.playing && v.paused && !v.ended) v.play().catch(() => {});
+      // a small drift is played away (a seek would leave the video behind the clock again by the time it lands)
+      v.playbackRate = state.playing && drift > frame / 4 ? Math.min(1.5, Math.max(0.5, 1 - 2 * ahead)) : 1;
+      if (waiting && !v.paused) v.pause();
+      else if (!waiting && state.playing && v.paused && !v.ended) v.play().catch(() => {});
     }
     if (end > 0) $("seek").value = t / end;
     $("time").textContent = `${t.toFixed(2)} s`;
