@@ -74,14 +74,14 @@ def test_bench_refuses_unknown_rows_by_name():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without a GPU")
-@pytest.mark.parametrize("args", [["check", "--engine", "gluon"], ["bench", "--rows", "gluon-fused-mxfp8"]])
+@pytest.mark.parametrize("args", [["check", "--impl", "gluon"], ["bench", "--rows", "gluon-fused-mxfp8"]])
 def test_kernel_commands_say_in_one_line_that_they_need_a_hopper_gpu(args):
     result = CliRunner().invoke(main, ["kernels", *args])
     assert result.exit_code == 2 and "sm_90" in result.output
 
 
 def test_check_refuses_an_unknown_engine():
-    result = CliRunner().invoke(main, ["kernels", "check", "--engine", "cuda"])
+    result = CliRunner().invoke(main, ["kernels", "check", "--impl", "cuda"])
     assert result.exit_code == 2 and "gluon" in result.output
 
 
@@ -109,7 +109,8 @@ def test_tflop_per_joule_is_throughput_over_watts_and_none_without_power():
 def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
     from conftest import load_script
 
-    result = CliRunner().invoke(load_script("lab/row_kernels").main, ["--rows", "gluon-fused-mxfp8,cudnn-fp16"])
+    result = CliRunner().invoke(load_script("row_kernels", "benchmarks").main,
+                                 ["--rows", "gluon-fused-mxfp8,cudnn-fp16", "--out", "unused"])
     assert result.exit_code == 2 and "cudnn-fp16" in result.output and "cudnn-fp8" in result.output
 
 

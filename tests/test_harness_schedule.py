@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.schedule import builtin_names, load, parse_spec
+from fsbench.harness.precision.schedule import builtin_names, load, parse_spec
 
 
 def test_builtins_are_the_five_documented_schedules():
@@ -58,6 +58,17 @@ def test_spec_round_trips_through_its_canonical_string():
 def test_invalid_specs_say_what_is_wrong(spec, message):
     with pytest.raises(FsbenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_spec(spec).resolve(20, 40)
+
+
+def test_a_format_the_kernels_gain_is_a_format_schedules_accept(monkeypatch):
+    from fsbench.kernels import constants
+
+    with pytest.raises(FsbenchError, match="unknown format 'nvfp4'"):
+        parse_spec("nvfp4:first2;mxfp4:*")
+    monkeypatch.setattr(constants, "FORMATS", (*constants.FORMATS, "nvfp4"))
+    resolved = parse_spec("nvfp4:first2;mxfp4:*").resolve(4, 2)
+    assert resolved.by_step() == ["nvfp4", "nvfp4", "mxfp4", "mxfp4"]
+    assert resolved.formats == ("mxfp4", "nvfp4")
 
 
 def test_unknown_name_lists_the_choices():

@@ -77,7 +77,7 @@ def _template(name: str) -> str:
 
 
 def _fps(runs: list[Run]) -> int:
-    rates = [r.settings.get("fps") for r in runs if isinstance(r.settings.get("fps"), (int, float))]
+    rates = [fps for r in runs if isinstance(fps := r.settings.get("fps"), (int, float))]
     return int(rates[0]) if rates else 16
 
 
@@ -138,7 +138,7 @@ def provenance_html(rows: list[report.Row], out: Path) -> str:
     items = []
     for row in rows:
         m = row.run.manifest
-        schedule = m.get("schedule") if isinstance(m.get("schedule"), dict) else {}
+        schedule = m["schedule"] if isinstance(m.get("schedule"), dict) else {}
         settings = row.run.settings
         size = "x".join(str(settings.get(k, "?")) for k in ("height", "width"))
         facts = [
@@ -199,24 +199,28 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
                     cells.append({"video": None, "diff": None, "missing": "no video in this run"})
                     continue
                 video = _Video(source, fps, digests)
+                cell: dict[str, str | None]
                 if link:
                     cell = {"video": report.relative_to(source, out), "diff": None}
                 else:
-                    cell = {"video": f"{VIDEO_DIR}/{video.key}.mp4", "diff": None}
-                    if not (out / cell["video"]).is_file():
-                        write_video(out / cell["video"], _even(video.frames()), fps=fps)
-                name = f"{VIDEO_DIR}/{video.key}-{ref.key}-x{DIFF_GAIN}-diff.mp4" if ref else None
+                    copy = f"{VIDEO_DIR}/{video.key}.mp4"
+                    cell = {"video": copy, "diff": None}
+                    if not (out / copy).is_file():
+                        write_video(out / copy, _even(video.frames()), fps=fps)
                 if ref is None:
                     cell["no_diff"] = "no reference video for this prompt"
-                elif not (out / name).is_file() and ref.frames().shape[1:] != video.frames().shape[1:]:
-                    height, width = video.frames().shape[1:3]
-                    cell["no_diff"] = f"frame size differs from the reference ({width}x{height})"
                 else:
-                    cell["diff"] = name
-                    if not (out / name).is_file():
-                        n = min(len(video.frames()), len(ref.frames()))
-                        diff = np.abs(video.frames()[:n].astype(np.int16) - ref.frames()[:n].astype(np.int16))
-                        write_video(out / name, _even(np.clip(diff * DIFF_GAIN, 0, 255).astype(np.uint8)), fps=fps)
+                    name = f"{VIDEO_DIR}/{video.key}-{ref.key}-x{DIFF_GAIN}-diff.mp4"
+                    if not (out / name).is_file() and ref.frames().shape[1:] != video.frames().shape[1:]:
+                        height, width = video.frames().shape[1:3]
+                        cell["no_diff"] = f"frame size differs from the reference ({width}x{height})"
+                    else:
+                        cell["diff"] = name
+                        if not (out / name).is_file():
+                            n = min(len(video.frames()), len(ref.frames()))
+                            diff = np.abs(video.frames()[:n].astype(np.int16) - ref.frames()[:n].astype(np.int16))
+                            write_video(out / name, _even(np.clip(diff * DIFF_GAIN, 0, 255).astype(np.uint8)),
+                                        fps=fps)
                 used.update(Path(c).name for c in (cell["video"], cell["diff"]) if c and c.startswith(VIDEO_DIR))
                 cells.append(cell)
             grid[prompt] = cells
