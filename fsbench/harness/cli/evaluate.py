@@ -9,7 +9,7 @@ import click
 
 from fsbench.errors import FsbenchError
 from fsbench.harness.cli import params
-from fsbench.harness.run import lock as runlock, progress
+from fsbench.harness.run import lock as runlock, logs, progress
 from fsbench.rundir import EVAL_METRICS
 
 ALL_METRICS = EVAL_METRICS
@@ -156,4 +156,4 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
     if html_dir is not None:
         from fsbench.eval import compare_page
 
-        click.echo(f"wrote {compare_page.write_page(list(runs), html_dir, link=link)}")
+        click.echo(f"wrote {compare_page.write_page(list(runs), html_dir, link=link, progress=not logs.quiet())}")
