@@ -10,6 +10,7 @@ import click
 from fsbench import __version__
 from fsbench.errors import FsbenchError
 from fsbench.harness.cli import doctor, evaluate, kernels as cli_kernels, run as cli_run, submission as cli_submission
+from fsbench.harness.cli import tune as cli_tune
 from fsbench.harness.run import logs
 
 
@@ -68,5 +69,5 @@ def main(verbose: int, quiet: bool) -> None:
 
 
 for _command in (cli_run.run, cli_run.sweep, cli_run.schedules, evaluate.eval_cmd, evaluate.compare,
-                 cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd):
+                 cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd, cli_tune.tune):
     main.add_command(_command)

@@ -1,0 +1,167 @@
+"""`fsbench tune` on the tiny model on the CPU with a fixed cost table: the chosen schedule keeps its budget on
+the validation videos (measured), no single format keeping it is cheaper, a stricter budget never adds
+low-precision calls, a second tune regenerates nothing, and bad input fails in one line before any work."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fsbench.eval import fidelity
+from fsbench.eval.runs import Run
+from fsbench.harness.cli import main
+from fsbench.harness.precision.schedule import load_file
+from fsbench.harness.tune import search, schedule_file
+
+COSTS = Path(__file__).parent / "data" / "tiny_costs.json"
+SMALL = ["--height", "32", "--width", "32", "--frames", "5"]
+BASE = ["tune", "--model", "tiny", "--formats", "mxfp8", "--candidates", "2", "--costs", str(COSTS),
+        "--device", "cpu", *SMALL]
+
+
+def _tune(out: Path, *extra: str):
+    return CliRunner().invoke(main, [*BASE, "--out", str(out), *extra])
+
+
+def _manifest(out: Path) -> dict:
+    return json.loads((out / "tune.json").read_text())
+
+
+def _videos(out: Path) -> dict[str, int]:
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.glob("runs/*/videos/*.mp4")}
+
+
+def _cost_ms() -> dict[str, float]:
+    rows = json.loads(COSTS.read_text())["rows"]
+    return {row["row"].split("-")[-1]: row["median_ms"] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tune") / "loose"
+    result = _tune(out, "--budget", "psnr>=30")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_the_chosen_schedule_keeps_its_budget_when_run_from_its_file(tuned, tmp_path, one_thread):
+    manifest = _manifest(tuned)
+    chosen = next(row for row in manifest["candidates"] if row["name"] == manifest["chosen"]["name"])
+    assert chosen["low_precision_cells"] > 0
+    check = tmp_path / "check"
+    result = CliRunner().invoke(main, ["sweep", "--model", "tiny", "--schedules", str(tuned / "chosen.toml"),
+                                       "--prompts", str(tuned / "prompts" / "validation.txt"), "--out", str(check),
+                                       "--device", "cpu", *SMALL])
+    assert result.exit_code == 0, result.output
+    scored = fidelity.evaluate(Run.open(check / "chosen"), Run.open(tuned / "runs" / "bf16"), ("psnr",))
+    assert scored.summary["prompts_compared"] == 2
+    assert scored.summary["metrics"]["psnr"]["mean"] >= 30
+
+
+def test_no_single_format_keeping_the_budget_is_cheaper_by_the_cost_table(tuned):
+    manifest = _manifest(tuned)
+    ms = _cost_ms()
+    calls = {(r["step"], r["layer"]): r["calls_per_video"] for r in manifest["sensitivity"]}
+
+    def predicted(row: dict) -> float:  # from the committed cost table and the schedule file itself
+        table = load_file(tuned / row["schedule_file"]).resolve(4, 2).table
+        return sum(n * ms["bf16" if table[s][layer] == "bf16" else table[s][layer]] for (s, layer), n in calls.items())
+
+    chosen = next(row for row in manifest["candidates"] if row["name"] == manifest["chosen"]["name"])
+    singles = [row for row in manifest["candidates"] if row["kind"] == "single" and row["low_precision_cells"]]
+    assert singles
+    for row in singles:
+        if row["meets_budgets"]:
+            assert predicted(row) >= predicted(chosen)
+    table = load_file(tuned / "chosen.toml").resolve(4, 2).table
+    assert table == load_file(tuned / chosen["schedule_file"]).resolve(4, 2).table
+    assert (tuned / "report.md").read_text().count("|") > 20 and (tuned / "front.png").stat().st_size > 0
+
+
+def test_a_resumed_tune_regenerates_nothing_and_a_stricter_budget_adds_no_low_precision_call(tuned):
+    before, loose = _videos(tuned), _manifest(tuned)
+    again = _tune(tuned, "--budget", "psnr>=30")
+    assert again.exit_code == 0, again.output
+    assert "calibrating" not in again.output and _videos(tuned) == before
+    assert all(row["videos_generated"] == 0 for row in _manifest(tuned)["candidates"])
+    strict = _tune(tuned, "--budget", "psnr>=30", "--budget", "ssim>=0.999")
+    assert strict.exit_code == 0, strict.output
+    manifest = _manifest(tuned)
+    assert _videos(tuned) == before and manifest["sensitivity"] == loose["sensitivity"]
+
+    def cells(m: dict) -> int:
+        return next(r["low_precision_cells"] for r in m["candidates"] if r["name"] == m["chosen"]["name"])
+
+    chosen = next(r for r in manifest["candidates"] if r["name"] == manifest["chosen"]["name"])
+    assert chosen["measured"]["ssim"] >= 0.999
+    assert cells(manifest) <= cells(loose)
+
+
+def test_a_budget_no_schedule_meets_is_one_line_and_leaves_no_schedule(tuned):
+    result = _tune(tuned, "--budget", "psnr>=500", "--granularity", "layer")
+    assert result.exit_code == 2
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("fsbench: error: no schedule meets psnr>=500") and "closest" in last
+    assert not (tuned / "chosen.toml").exists() and _manifest(tuned)["chosen"] is None
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--budget", "psnr<=35"], "psnr is better when higher"),
+    (["--budget", "fvd>=3"], "unknown metric"),
+    (["--budget", "psnr>=lots"], "bad --budget"),
+    (["--budget", "psnr>=30", "--formats", "mxfp8,fp3"], "unknown: fp3"),
+    (["--budget", "psnr>=30", "--granularity", "frame"], "bad --granularity"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, extra, words):
+    out = tmp_path / "tune"
+    result = CliRunner().invoke(main, [*BASE, "--out", str(out), *extra])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and words in result.output
+    assert not out.exists()
+
+
+def test_a_cost_file_of_another_shape_is_refused_in_one_line(tmp_path):
+    other = json.loads(COSTS.read_text())
+    for row in other["rows"]:
+        row["shape"] = [1, 40, 75600, 128]
+    costs = tmp_path / "a14b.json"
+    costs.write_text(json.dumps(other))
+    out = tmp_path / "tune"
+    args = [a if a != str(COSTS) else str(costs) for a in BASE]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), "--budget", "psnr>=30"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "1,40,75600,128" in result.output and "1,2,8,32" in result.output
+    assert not out.exists()
+
+
+def _sensitivity(errors: dict[str, list[float]]) -> list[dict]:
+    """Four steps of one layer, two calls each, with the given per-step errors of each format."""
+    return [{"step": s, "layer": 0, "fmt": fmt, "calls_per_video": 2.0, "rel_l2": errs[s]}
+            for fmt, errs in errors.items() for s in range(4)]
+
+
+def test_the_search_prices_formats_by_their_costs_only():
+    table = _sensitivity({"mxfp8": [0.03, 0.02, 0.02, 0.05], "mxfp4": [0.12, 0.1, 0.1, 0.2]})
+    hopper = search.groups(table, {"bf16": 1.0, "mxfp8": 0.5, "mxfp4": 0.5}, ("mxfp8", "mxfp4"), "step")
+    assert not any("mxfp4" in row for c in search.front(hopper, 4, 1) for row in c.table)
+    faster = search.groups(table, {"bf16": 1.0, "mxfp8": 0.5, "mxfp4": 0.25}, ("mxfp8", "mxfp4"), "step")
+    points = search.front(faster, 4, 1)
+    assert points[0].table == (("mxfp4",),) * 4 and points[-1].table == (("bf16",),) * 4
+    for cheaper, dearer in zip(points, points[1:]):
+        assert cheaper.predicted_ms <= dearer.predicted_ms and cheaper.predicted_error >= dearer.predicted_error
+        assert cheaper.low_precision_cells >= dearer.low_precision_cells
+    # the most sensitive step (3) is the first to go back to BF16
+    first_back = next(c for c in points if c.low_precision_cells == 3)
+    assert first_back.table == (("mxfp8",),) * 3 + (("bf16",),)
+
+
+@pytest.mark.parametrize("table", [
+    (("mxfp8", "bf16"),) * 3,
+    (("mxfp8", "mxfp8"), ("bf16", "bf16"), ("mxfp4", "mxfp4")),
+    (("mxfp8", "bf16", "mxfp8"), ("bf16", "bf16", "bf16"), ("mxfp4", "mxfp8", "mxfp4")),
+])
+def test_a_schedule_file_resolves_to_the_table_it_was_written_from(tmp_path, table):
+    path = schedule_file.write(tmp_path / "s.toml", table, "test")
+    assert load_file(path).resolve(len(table), len(table[0])).table == table
