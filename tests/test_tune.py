@@ -16,9 +16,14 @@ from fsbench.harness.precision.schedule import load_file
 from fsbench.harness.tune import search, schedule_file
 
 COSTS = Path(__file__).parent / "data" / "tiny_costs.json"
-SMALL = ["--height", "32", "--width", "32", "--frames", "5"]
+SMALL: list[str] = []  # the tiny model's own 64x64, 9 frames, 4 steps: the committed cost table's shape
 BASE = ["tune", "--model", "tiny", "--formats", "mxfp8", "--candidates", "2", "--costs", str(COSTS),
         "--device", "cpu", *SMALL]
+
+
+# SSIM bounds: a tiny video's mean PSNR is infinite as soon as one compared frame comes out identical.
+LOOSE = ("--budget", "psnr>=30", "--budget", "ssim>=0.93")
+STRICT = ("--budget", "psnr>=30", "--budget", "ssim>=0.95")
 
 
 def _tune(out: Path, *extra: str):
@@ -41,7 +46,7 @@ def _cost_ms() -> dict[str, float]:
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tune") / "loose"
-    result = _tune(out, "--budget", "psnr>=30")
+    result = _tune(out, *LOOSE)
     assert result.exit_code == 0, result.output
     return out
 
@@ -55,9 +60,9 @@ def test_the_chosen_schedule_keeps_its_budget_when_run_from_its_file(tuned, tmp_
                                        "--prompts", str(tuned / "prompts" / "validation.txt"), "--out", str(check),
                                        "--device", "cpu", *SMALL])
     assert result.exit_code == 0, result.output
-    scored = fidelity.evaluate(Run.open(check / "chosen"), Run.open(tuned / "runs" / "bf16"), ("psnr",))
+    scored = fidelity.evaluate(Run.open(check / "chosen"), Run.open(tuned / "runs" / "bf16"), ("psnr", "ssim"))
     assert scored.summary["prompts_compared"] == 2
-    assert scored.summary["metrics"]["psnr"]["mean"] >= 30
+    assert scored.summary["metrics"]["psnr"]["mean"] >= 30 and scored.summary["metrics"]["ssim"]["mean"] >= 0.93
 
 
 def test_no_single_format_keeping_the_budget_is_cheaper_by_the_cost_table(tuned):
@@ -82,11 +87,11 @@ def test_no_single_format_keeping_the_budget_is_cheaper_by_the_cost_table(tuned)
 
 def test_a_resumed_tune_regenerates_nothing_and_a_stricter_budget_adds_no_low_precision_call(tuned):
     before, loose = _videos(tuned), _manifest(tuned)
-    again = _tune(tuned, "--budget", "psnr>=30")
+    again = _tune(tuned, *LOOSE)
     assert again.exit_code == 0, again.output
     assert "calibrating" not in again.output and _videos(tuned) == before
     assert all(row["videos_generated"] == 0 for row in _manifest(tuned)["candidates"])
-    strict = _tune(tuned, "--budget", "psnr>=30", "--budget", "ssim>=0.999")
+    strict = _tune(tuned, *STRICT)
     assert strict.exit_code == 0, strict.output
     manifest = _manifest(tuned)
     assert _videos(tuned) == before and manifest["sensitivity"] == loose["sensitivity"]
@@ -95,15 +100,17 @@ def test_a_resumed_tune_regenerates_nothing_and_a_stricter_budget_adds_no_low_pr
         return next(r["low_precision_cells"] for r in m["candidates"] if r["name"] == m["chosen"]["name"])
 
     chosen = next(r for r in manifest["candidates"] if r["name"] == manifest["chosen"]["name"])
-    assert chosen["measured"]["ssim"] >= 0.999
+    assert chosen["measured"]["ssim"] >= 0.95 and float(chosen["measured"]["psnr"]) >= 30
     assert cells(manifest) <= cells(loose)
 
 
 def test_a_budget_no_schedule_meets_is_one_line_and_leaves_no_schedule(tuned):
-    result = _tune(tuned, "--budget", "psnr>=500", "--granularity", "layer")
+    before = _videos(tuned)
+    result = _tune(tuned, "--budget", "ssim>=0.99")
     assert result.exit_code == 2
     last = result.output.strip().splitlines()[-1]
-    assert last.startswith("fsbench: error: no schedule meets psnr>=500") and "closest" in last
+    assert last.startswith("fsbench: error: no low-precision schedule meets ssim>=0.99") and "closest" in last
+    assert _videos(tuned) == before
     assert not (tuned / "chosen.toml").exists() and _manifest(tuned)["chosen"] is None
 
 
@@ -132,7 +139,7 @@ def test_a_cost_file_of_another_shape_is_refused_in_one_line(tmp_path):
     args = [a if a != str(COSTS) else str(costs) for a in BASE]
     result = CliRunner().invoke(main, [*args, "--out", str(out), "--budget", "psnr>=30"])
     assert result.exit_code == 2 and result.output.count("\n") == 1
-    assert "1,40,75600,128" in result.output and "1,2,8,32" in result.output
+    assert "1,40,75600,128" in result.output and "1,2,48,32" in result.output
     assert not out.exists()
 
 

@@ -119,10 +119,11 @@ def front(grouped: list[Group], steps: int, layers: int) -> list[Candidate]:
     return list(seen.values())
 
 
-def pick(points: list[Candidate], count: int) -> list[Candidate]:
+def pick(points: list[Candidate], count: int, skip: set[tuple[tuple[str, ...], ...]]) -> list[Candidate]:
     """At most `count` schedules spread evenly along the front (by position), the cheapest always among them;
-    the all-BF16 end is left out (it is the reference every candidate is scored against)."""
-    inner = [c for c in points if c.low_precision_cells]
+    schedules in `skip` (the single-format ones, validated anyway) and the all-BF16 end (the reference every
+    candidate is scored against) are left out."""
+    inner = [c for c in points if c.low_precision_cells and c.table not in skip]
     if len(inner) <= count:
         return inner
     step = (len(inner) - 1) / max(count - 1, 1)

@@ -102,10 +102,8 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
         grouped = search.groups(manifest["sensitivity"], cost.ms, req.formats, req.granularity)
         steps = settings.steps
         front = search.front(grouped, steps, layers)
-        chosen_front = search.pick(front, req.candidates)
         singles = [search.single(fmt, grouped, steps, layers) for fmt in every]
-        tables = {c.table for c in singles}
-        candidates = [*(c for c in chosen_front if c.table not in tables), *singles]
+        candidates = [*search.pick(front, req.candidates, {c.table for c in singles}), *singles]
         manifest["front_size"] = len(front)
         jobs = []
         for cand in candidates:
@@ -155,7 +153,8 @@ def _choose(req: Request, manifest: dict[str, Any], candidates: list[search.Cand
     target.unlink(missing_ok=True)
     closest = max(rows, key=lambda r: r["budget_margin"]) if rows else None
     manifest["chosen"] = None
-    manifest["verdict"] = (f"no schedule meets {', '.join(manifest['budgets'])} on the validation prompts"
+    manifest["verdict"] = (f"no low-precision schedule meets {', '.join(manifest['budgets'])} on the validation "
+                           "prompts"
                            + (f"; closest: {closest['name']} ("
                               + ", ".join(f"{m} {_fmt(v)}" for m, v in closest["measured"].items()
                                           if m in {b.metric for b in req.budgets}) + ")" if closest else ""))
