@@ -164,6 +164,20 @@ def test_the_search_prices_formats_by_their_costs_only():
     assert first_back.table == (("mxfp8",),) * 3 + (("bf16",),)
 
 
+def test_without_a_rollback_the_gate_changes_no_output():
+    """Calibration reuses the gated output for the ungated variant where the gate never fired."""
+    import torch
+
+    from fsbench import kernels
+
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 48, 2, 32, generator=gen) for _ in range(3))
+    for fmt in ("mxfp8", "mxfp4"):
+        gated, stats = kernels.attention_with_stats(q, k, v, fmt, impl="emulate", layout="BSHD")
+        assert stats.rollbacks == 0
+        assert torch.equal(gated, kernels.attention(q, k, v, fmt, impl="emulate", layout="BSHD", gate_doublings=None))
+
+
 @pytest.mark.parametrize("table", [
     (("mxfp8", "bf16"),) * 3,
     (("mxfp8", "mxfp8"), ("bf16", "bf16"), ("mxfp4", "mxfp4")),

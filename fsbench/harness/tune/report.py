@@ -11,10 +11,15 @@ from fsbench.harness.tune.budget import Budget
 
 
 def write(out: Path, manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> dict[str, str]:
-    """Write the table and the plot; returns their names relative to `out`."""
+    """Write the table, the plot and the compare page (the candidates' videos side by side, linked, not copied);
+    returns their names relative to `out`."""
+    from fsbench.eval import compare_page
+
     atomic_write_text(out / "report.md", markdown(manifest, budgets))
-    plot(out / "front.png", manifest, budgets[0])
-    return {"markdown": "report.md", "plot": "front.png"}
+    plot(out / "front.png", manifest, budgets)
+    runs = sorted(manifest["candidates"], key=lambda r: -r["predicted_attention_ms"])  # BF16 first
+    page = compare_page.write_page([out / r["run"] for r in runs], out / "compare", link=True)
+    return {"markdown": "report.md", "plot": "front.png", "page": str(page.relative_to(out))}
 
 
 def markdown(manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> str:
@@ -49,31 +54,34 @@ def markdown(manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> str:
     return "\n".join(lines)
 
 
-def plot(path: Path, manifest: dict[str, Any], budget: Budget) -> None:
+def plot(path: Path, manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> None:
+    """One panel per budget: measured metric against predicted attention time, the bound dashed, the chosen ringed
+    (an identical video's infinite PSNR is not drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metric = budget.metric
     chosen = (manifest.get("chosen") or {}).get("name")
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for kind, marker in (("front", "o"), ("single", "s")):
-        rows = [r for r in manifest["candidates"] if r["kind"] == kind and _finite(r["measured"].get(metric))]
-        ax.scatter([r["predicted_attention_ms"] for r in rows], [r["measured"][metric] for r in rows], marker=marker,
-                   label="front" if kind == "front" else "single format")
-        for r in rows:
-            ax.annotate(r["name"], (r["predicted_attention_ms"], r["measured"][metric]), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
-    best = next((r for r in manifest["candidates"] if r["name"] == chosen), None)
-    if best is not None and _finite(best["measured"].get(metric)):
-        ax.scatter([best["predicted_attention_ms"]], [best["measured"][metric]], s=160, facecolors="none",
-                   edgecolors="red", label="chosen")
-    ax.axhline(budget.bound, color="grey", linestyle="--", label=str(budget))
-    ax.set_xlabel("predicted attention time per query (ms)")
-    ax.set_ylabel(f"measured {metric} vs BF16 (validation prompts)")
-    ax.set_title(f"fsbench tune: {manifest['model']}, granularity {manifest['granularity']}", fontsize=10)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, len(budgets), figsize=(6.4 * len(budgets), 4.2), squeeze=False)
+    for ax, budget in zip(axes[0], budgets):
+        metric = budget.metric
+        for kind, marker in (("front", "o"), ("single", "s")):
+            rows = [r for r in manifest["candidates"] if r["kind"] == kind and _finite(r["measured"].get(metric))]
+            ax.scatter([r["predicted_attention_ms"] for r in rows], [r["measured"][metric] for r in rows],
+                       marker=marker, label="front" if kind == "front" else "single format")
+            for r in rows:
+                ax.annotate(r["name"], (r["predicted_attention_ms"], r["measured"][metric]), fontsize=7,
+                            xytext=(3, 3), textcoords="offset points")
+        best = next((r for r in manifest["candidates"] if r["name"] == chosen), None)
+        if best is not None and _finite(best["measured"].get(metric)):
+            ax.scatter([best["predicted_attention_ms"]], [best["measured"][metric]], s=160, facecolors="none",
+                       edgecolors="red", label="chosen")
+        ax.axhline(budget.bound, color="grey", linestyle="--", label=str(budget))
+        ax.set_xlabel("predicted attention time per query (ms)")
+        ax.set_ylabel(f"measured {metric} vs BF16 (validation prompts)")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"fsbench tune: {manifest['model']}, granularity {manifest['granularity']}", fontsize=10)
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)

@@ -33,8 +33,12 @@ class SensitivityCapture(Capture):
         super().add(record, q, k, v)
         ref = kernels.attention(q, k, v, "bf16", layout="BSHD").float().flatten()
         for fmt in self.formats:
-            for variant, options in VARIANTS.items():
-                out = kernels.attention(q, k, v, fmt, impl=self.impl, layout="BSHD", **options).float().flatten()
+            gated, stats = kernels.attention_with_stats(q, k, v, fmt, impl=self.impl, layout="BSHD")
+            # Where the gate never fired (no rollback) the call without it computes the very same tiles.
+            ungated = gated if not stats.rollbacks else kernels.attention(q, k, v, fmt, impl=self.impl, layout="BSHD",
+                                                                         **VARIANTS["nogate"])
+            for variant, out in (("gate", gated), ("nogate", ungated)):
+                out = out.float().flatten()
                 rel = float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
                 cos = float(torch.nn.functional.cosine_similarity(out, ref, dim=0))
                 acc = self.sums[(record["step"], record["layer"], fmt, variant)]

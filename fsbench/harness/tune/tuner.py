@@ -59,8 +59,9 @@ def parse_formats(text: str) -> tuple[str, ...]:
 
 def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
     """The whole tune; returns the manifest. Raises FsbenchError for anything wrong before work starts."""
-    settings = orchestrator.prepare(req.model, req.preset, parse_spec("bf16:*", "bf16"), req.prompts_file, 1, None,
-                                    req.overrides).settings
+    base = orchestrator.prepare(req.model, req.preset, parse_spec("bf16:*", "bf16"), req.prompts_file, 1, None,
+                                req.overrides)
+    settings = base.settings
     layers = pipeline.num_layers(req.model)
     shape = costs_.call_shape(req.model, settings)
     every = (search.REFERENCE, *req.formats)
@@ -69,6 +70,14 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
         raise FsbenchError(weights.describe_missing("LPIPS", weights.missing(weights.lpips_weights())))
     calib_texts, valid_texts = _split(req)
     manifest_path = req.out / MANIFEST
+    loaded: list[Any] = []
+
+    def pipe() -> Any:
+        """One pipeline for calibration and validation alike, loaded when first needed."""
+        if not loaded:
+            loaded.append(orchestrator.load_pipeline(base, req.device))
+        return loaded[0]
+
     identity = {"model": req.model, "settings": settings.as_dict(),
                 "prompts": {"calibration": calib_texts, "validation": valid_texts}, "formats": list(req.formats),
                 "impl": req.impl, "costs_from": cost.source if cost else "measured here"}
@@ -88,10 +97,8 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
             spec = orchestrator.prepare(req.model, req.preset, parse_spec("bf16:*", "bf16"),
                                         prompt_files["calibration"], None, None, req.overrides)
             start = time.perf_counter()
-            pipe = orchestrator.load_pipeline(spec, req.device)
-            manifest["sensitivity"] = calibrate(pipe, spec, req.formats, req.impl)
+            manifest["sensitivity"] = calibrate(pipe(), spec, req.formats, req.impl)
             manifest["calibration_seconds"] = time.perf_counter() - start
-            del pipe
             _save(manifest_path, manifest)
         # 2. Cost: from the file, else the folder's own earlier bench, else a quick bench now.
         if cost is None:
@@ -114,7 +121,7 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
         _save(manifest_path, manifest)
         # 4. Validate on the held-out prompts.
         specs = validate.specs(jobs, req.model, req.preset, prompt_files["validation"], req.overrides)
-        generated = validate.generate(jobs, specs, req.out, req.device, req.impl, echo)
+        generated = validate.generate(jobs, specs, req.out, req.device, req.impl, pipe, echo)
         metrics = tuple(dict.fromkeys(b.metric for b in req.budgets))
         scores = validate.score(req.out, [job.name for job in jobs], metrics)
         rows = []

@@ -45,8 +45,9 @@ def pending(spec: RunSpec, run: Path, impl: str) -> int:
 
 
 def generate(jobs: list[Job], run_specs: list[RunSpec], out: Path, device: torch.device, impl: str,
-             echo: Callable[[str], None]) -> dict[str, int]:
-    """Every job's videos in `out/runs/<name>/` (finished ones kept); returns videos generated per job."""
+             pipe: Callable[[], Any], echo: Callable[[str], None]) -> dict[str, int]:
+    """Every job's videos in `out/runs/<name>/` (finished ones kept), with the pipeline `pipe()` returns (loaded
+    only when a video is missing); returns videos generated per job."""
     runs = [out / "runs" / job.name for job in jobs]
     todo = {job.name: pending(spec, run, impl) for job, spec, run in zip(jobs, run_specs, runs)}
     generated = {job.name: 0 for job in jobs}
@@ -57,11 +58,10 @@ def generate(jobs: list[Job], run_specs: list[RunSpec], out: Path, device: torch
     with lock.hold(*runs):
         for spec, run in zip(run_specs, runs):
             orchestrator.open_run_dir(run, spec, system, device)
-        pipe = orchestrator.load_pipeline(run_specs[0], device)
         for job, spec, run in zip(jobs, run_specs, runs):
             if not todo[job.name]:
                 continue
-            summary = orchestrator.run_scenario(pipe, spec, run, system, opts, impl=impl)
+            summary = orchestrator.run_scenario(pipe(), spec, run, system, opts, impl=impl)
             generated[job.name] = summary["videos_generated"]
             echo(f"[{job.name}] {orchestrator.describe(summary)}")
     return generated
