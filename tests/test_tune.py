@@ -13,7 +13,7 @@ from fsbench.eval import fidelity
 from fsbench.eval.runs import Run
 from fsbench.harness.cli import main
 from fsbench.harness.precision.schedule import load_file
-from fsbench.harness.tune import search, schedule_file
+from fsbench.harness.tune import costs, search, schedule_file
 
 COSTS = Path(__file__).parent / "data" / "tiny_costs.json"
 SMALL: list[str] = []  # the tiny model's own 64x64, 9 frames, 4 steps: the committed cost table's shape
@@ -120,6 +120,7 @@ def test_a_budget_no_schedule_meets_is_one_line_and_leaves_no_schedule(tuned):
     (["--budget", "psnr>=lots"], "bad --budget"),
     (["--budget", "psnr>=30", "--formats", "mxfp8,fp3"], "unknown: fp3"),
     (["--budget", "psnr>=30", "--granularity", "frame"], "bad --granularity"),
+    (["--budget", "psnr>=30", "--profile", str(COSTS)], "not a profile.json"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, extra, words):
     out = tmp_path / "tune"
@@ -141,6 +142,16 @@ def test_a_cost_file_of_another_shape_is_refused_in_one_line(tmp_path):
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert "1,40,75600,128" in result.output and "1,2,48,32" in result.output
     assert not out.exists()
+
+
+def test_the_rest_of_a_query_is_its_wall_time_less_every_self_attention_call():
+    profile = Path(__file__).parents[1] / "results" / "h200" / "e2e" / "queries_97f8d2f" / "bf16" / "profile.json"
+    doc = json.loads(profile.read_text())
+    summary = doc["summary"]  # per format: its steps and their mean self-attention time
+    attention = sum(part["steps"] * part["self_attention_s"] for part in summary["step_by_format"].values())
+    expected_ms = 1e3 * (summary["wall_s"] - attention) / summary["videos"]
+    assert costs.rest_from_profile(profile)["ms"] == pytest.approx(expected_ms, rel=1e-6)
+    assert 0 < expected_ms < 1e3 * summary["wall_s"]
 
 
 def _sensitivity(errors: dict[str, list[float]]) -> list[dict]:

@@ -35,6 +35,10 @@ from fsbench.kernels import registry
 @click.option("--costs", "costs_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Per-call latency of each format from `fsbench kernels bench --json` at this model's shape "
                    "[default: a quick bench here].")
+@click.option("--profile", "profile_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="RUN/profile.json of `fsbench run --profile` on this model and shape: the rest of a query (all but "
+                   "self-attention) added to every predicted latency [default: predictions cover self-attention "
+                   "only, which orders schedules alike].")
 @click.option("--out", type=params.OutPath(file_okay=False), required=True,
               help="Tune folder: tune.json, report.md, front.png, chosen.toml and one run per candidate; a second "
                    "tune into it resumes.")
@@ -48,7 +52,8 @@ from fsbench.kernels import registry
               help="Kernel for the MX formats, in calibration and validation alike.")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 def tune(model: str, prompts_file: Path | None, calibration: int, validation: int, budgets: tuple[str, ...],
-         formats: str, granularity: str, candidates: int, costs_file: Path | None, out: Path, preset: str,
+         formats: str, granularity: str, candidates: int, costs_file: Path | None, profile_file: Path | None,
+         out: Path, preset: str,
          height: int | None, width: int | None, num_frames: int | None, steps: int | None, impl: str,
          device: str) -> None:
     """Find the fastest precision schedule whose videos keep every --budget against BF16, and write it as
@@ -59,7 +64,7 @@ def tune(model: str, prompts_file: Path | None, calibration: int, validation: in
     req = tuner.Request(model=model, preset=preset, prompts_file=prompts_file, calibration=calibration,
                         validation=validation, budgets=budget.parse(budgets), formats=tuner.parse_formats(formats),
                         granularity=search.parse_granularity(granularity), candidates=candidates, out=out,
-                        costs_file=costs_file, impl=impl, device=where,
+                        costs_file=costs_file, profile_file=profile_file, impl=impl, device=where,
                         overrides={"height": height, "width": width, "num_frames": num_frames, "steps": steps})
     manifest = tuner.run(req, click.echo)
     click.echo((out / "report.md").read_text(encoding="utf-8"))

@@ -110,3 +110,18 @@ def bench_here(shape: tuple[int, int, int, int], formats: tuple[str, ...], devic
 
 def _text(shape: tuple[int, ...]) -> str:
     return ",".join(str(n) for n in shape)
+
+
+def rest_from_profile(path: Path) -> dict[str, Any]:
+    """The part of a query no attention format changes (text encoding, GEMMs, cross-attention, VAE, encoding), in ms
+    per video, from the profile.json of `fsbench run --profile`: its wall time less its self-attention."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        videos = doc["videos"]
+        attention = sum(float(step["self_attention_s"]) for video in videos for step in video["steps"])
+        rest_ms = 1e3 * (float(doc["summary"]["wall_s"]) - attention) / len(videos)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+        raise FsbenchError(f"--profile {path}: not a profile.json of `fsbench run --profile` ({exc})") from exc
+    if rest_ms < 0:
+        raise FsbenchError(f"--profile {path}: its self-attention time exceeds its wall time")
+    return {"ms": rest_ms, "file": str(path)}

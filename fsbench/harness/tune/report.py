@@ -38,14 +38,17 @@ def markdown(manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> str:
         f"Front: {manifest['front_size']} schedules from the Lagrangian sweep, "
         f"{sum(r['kind'] == 'front' for r in manifest['candidates'])} validated.",
         "",
-        "| candidate | kind | low-precision cells | predicted attention ms/query | predicted rel. L2 | "
-        + " | ".join(f"measured {m}" for m in metrics) + " | meets budgets |",
-        "|---|---|---:|---:|---:|" + "---:|" * len(metrics) + "---|",
+        _rest(manifest.get("rest_of_query")),
+        "",
+        "| candidate | kind | low-precision cells | predicted attention ms/query | predicted query s | "
+        "predicted rel. L2 | " + " | ".join(f"measured {m}" for m in metrics) + " | meets budgets |",
+        "|---|---|---:|---:|---:|---:|" + "---:|" * len(metrics) + "---|",
     ]
     for row in sorted(manifest["candidates"], key=lambda r: r["predicted_attention_ms"]):
         name = f"**{row['name']}** (chosen)" if row["name"] == chosen else row["name"]
+        query = row.get("predicted_query_ms")
         cells = [name, row["kind"], str(row["low_precision_cells"]), f"{row['predicted_attention_ms']:.4g}",
-                 f"{row['predicted_rel_l2']:.3g}", *(_number(row["measured"].get(m)) for m in metrics),
+                 "-" if query is None else f"{query / 1e3:.4g}", f"{row['predicted_rel_l2']:.3g}", *(_number(row["measured"].get(m)) for m in metrics),
                  "yes" if row["meets_budgets"] else "no"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", manifest["verdict"], "",
@@ -85,6 +88,13 @@ def plot(path: Path, manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> N
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
+
+
+def _rest(rest: dict[str, Any] | None) -> str:
+    if rest is None:
+        return ("Predicted times cover self-attention only (pass --profile RUN/profile.json for whole queries); "
+                "the rest of a query is the same for every schedule.")
+    return f"The rest of a query, {rest['ms'] / 1e3:.4g} s, comes from {rest['file']} and is added to every prediction."
 
 
 def _finite(value: Any) -> bool:

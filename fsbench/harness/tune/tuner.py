@@ -43,6 +43,7 @@ class Request:
     candidates: int
     out: Path
     costs_file: Path | None
+    profile_file: Path | None
     impl: str
     device: torch.device
     overrides: dict[str, Any]
@@ -66,6 +67,7 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
     shape = costs_.call_shape(req.model, settings)
     every = (search.REFERENCE, *req.formats)
     cost = costs_.load(req.costs_file, shape, every) if req.costs_file else None
+    rest = costs_.rest_from_profile(req.profile_file) if req.profile_file else None
     if "lpips" in {b.metric for b in req.budgets} and weights.missing(weights.lpips_weights()):
         raise FsbenchError(weights.describe_missing("LPIPS", weights.missing(weights.lpips_weights())))
     calib_texts, valid_texts = _split(req)
@@ -105,6 +107,7 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
             cost = (costs_.Costs(shape, manifest["costs"]["ms_per_call"], manifest["costs"]["source"])
                     if "costs" in manifest else costs_.bench_here(shape, every, req.device, req.impl))
         manifest["costs"] = cost.as_dict()
+        manifest["rest_of_query"] = rest  # None: predictions cover self-attention only
         # 3. Search.
         grouped = search.groups(manifest["sensitivity"], cost.ms, req.formats, req.granularity)
         steps = settings.steps
@@ -128,7 +131,8 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
         for cand, job in zip(candidates, jobs):
             measured = scores[job.name]
             verdicts = [b.met(measured.get(b.metric)) for b in req.budgets]
-            rows.append({**cand.as_dict(), "kind": "single" if cand in singles else "front",
+            query = None if rest is None else cand.predicted_ms + rest["ms"]
+            rows.append({**cand.as_dict(), "predicted_query_ms": query, "kind": "single" if cand in singles else "front",
                          "schedule_file": str(job.schedule_file.relative_to(req.out)),
                          "run": f"runs/{job.name}", "videos_generated": generated[job.name], "measured": measured,
                          "meets_budgets": all(v is True for v in verdicts),
