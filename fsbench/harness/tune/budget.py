@@ -52,8 +52,9 @@ def parse(texts: tuple[str, ...] | list[str]) -> tuple[Budget, ...]:
             raise FsbenchError(f"bad --budget {text!r}: unknown metric {metric!r}; expected one of "
                                f"{', '.join(BETTER)}")
         if op != BETTER[metric]:
-            raise FsbenchError(f"bad --budget {text!r}: {metric} is better when {'higher' if BETTER[metric] == '>=' else 'lower'}"
-                               f", so its budget reads {metric}{BETTER[metric]}X")
+            better = "higher" if BETTER[metric] == ">=" else "lower"
+            raise FsbenchError(f"bad --budget {text!r}: {metric} is better when {better}, so its budget reads "
+                               f"{metric}{BETTER[metric]}X")
         try:
             bound = float(number)
         except ValueError:

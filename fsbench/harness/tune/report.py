@@ -48,7 +48,8 @@ def markdown(manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> str:
         name = f"**{row['name']}** (chosen)" if row["name"] == chosen else row["name"]
         query = row.get("predicted_query_ms")
         cells = [name, row["kind"], str(row["low_precision_cells"]), f"{row['predicted_attention_ms']:.4g}",
-                 "-" if query is None else f"{query / 1e3:.4g}", f"{row['predicted_rel_l2']:.3g}", *(_number(row["measured"].get(m)) for m in metrics),
+                 "-" if query is None else f"{query / 1e3:.4g}", f"{row['predicted_rel_l2']:.3g}",
+                 *(_number(row["measured"].get(m)) for m in metrics),
                  "yes" if row["meets_budgets"] else "no"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", manifest["verdict"], "",

@@ -15,7 +15,7 @@ import torch
 from fsbench.errors import FsbenchError
 from fsbench.eval import store, weights
 from fsbench.harness.model import pipeline
-from fsbench.harness.precision.schedule import FORMATS, parse_spec
+from fsbench.harness.precision.schedule import FORMATS, load_file, parse_spec
 from fsbench.harness.run import dataset, lock, orchestrator, writer
 from fsbench.harness.tune import budget as budgets_, costs as costs_, report, schedule_file, search, validate
 from fsbench.harness.tune.sensitivity import calibrate
@@ -127,22 +127,25 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
         generated = validate.generate(jobs, specs, req.out, req.device, req.impl, pipe, echo)
         metrics = tuple(dict.fromkeys(b.metric for b in req.budgets))
         scores = validate.score(req.out, [job.name for job in jobs], metrics)
-        rows = []
-        for cand, job in zip(candidates, jobs):
-            measured = scores[job.name]
-            verdicts = [b.met(measured.get(b.metric)) for b in req.budgets]
-            query = None if rest is None else cand.predicted_ms + rest["ms"]
-            rows.append({**cand.as_dict(), "predicted_query_ms": query, "kind": "single" if cand in singles else "front",
-                         "schedule_file": str(job.schedule_file.relative_to(req.out)),
-                         "run": f"runs/{job.name}", "videos_generated": generated[job.name], "measured": measured,
-                         "meets_budgets": all(v is True for v in verdicts),
-                         "budget_margin": min(b.margin(measured.get(b.metric)) for b in req.budgets)})
-        manifest["candidates"] = rows
+        manifest["candidates"] = [
+            _row(req, cand, job, "single" if cand in singles else "front", scores[job.name], generated[job.name], rest)
+            for cand, job in zip(candidates, jobs)]
         # 5. Choose and record.
         _choose(req, manifest, candidates)
         manifest["report"] = report.write(req.out, manifest, req.budgets)
         _save(manifest_path, manifest)
     return manifest
+
+
+def _row(req: Request, cand: search.Candidate, job: validate.Job, kind: str, measured: dict[str, Any],
+         generated: int, rest: dict[str, Any] | None) -> dict[str, Any]:
+    """A candidate's record in the manifest: predicted and measured figures, where its schedule and run are."""
+    return {**cand.as_dict(), "kind": kind, "spec": load_file(job.schedule_file).spec,
+            "predicted_query_ms": None if rest is None else cand.predicted_ms + rest["ms"],
+            "schedule_file": str(job.schedule_file.relative_to(req.out)), "run": f"runs/{job.name}",
+            "videos_generated": generated, "measured": measured,
+            "meets_budgets": all(b.met(measured.get(b.metric)) is True for b in req.budgets),
+            "budget_margin": min(b.margin(measured.get(b.metric)) for b in req.budgets)}
 
 
 def _choose(req: Request, manifest: dict[str, Any], candidates: list[search.Candidate]) -> None:
