@@ -189,6 +189,25 @@ def test_without_a_rollback_the_gate_changes_no_output():
         assert torch.equal(gated, kernels.attention(q, k, v, fmt, impl="emulate", layout="BSHD", gate_doublings=None))
 
 
+@pytest.mark.parametrize("granularity, count", [("step", 4), ("layer", 2), ("step,layer", 8)])
+def test_groups_cover_every_cell_once_and_carry_its_calls(granularity, count):
+    table = [{"step": s, "layer": layer, "fmt": "mxfp8", "calls_per_video": 2.0, "rel_l2": 0.01 * (1 + s + layer)}
+             for s in range(4) for layer in range(2)]
+    grouped = search.groups(table, {"bf16": 1.0, "mxfp8": 0.5}, ("mxfp8",), granularity)
+    assert len(grouped) == count
+    assert sorted(c for g in grouped for c in g.cells) == [(s, layer) for s in range(4) for layer in range(2)]
+    assert sum(g.cost["bf16"] for g in grouped) == 16.0 and sum(g.cost["mxfp8"] for g in grouped) == 8.0
+    assert sum(g.error["mxfp8"] for g in grouped) == pytest.approx(sum(r["rel_l2"] for r in table) / 8)
+
+
+def test_a_quick_bench_prices_every_format_with_the_kernel_a_run_would_use(one_thread):
+    import torch
+
+    measured = costs.bench_here((1, 2, 48, 32), ("bf16", "mxfp8"), torch.device("cpu"), "auto")
+    assert set(measured.ms) == {"bf16", "mxfp8"} and all(ms > 0 for ms in measured.ms.values())
+    assert measured.source["measured_here"] == "cpu" and measured.source["impl"]["mxfp8"] == "emulate"
+
+
 @pytest.mark.parametrize("table", [
     (("mxfp8", "bf16"),) * 3,
     (("mxfp8", "mxfp8"), ("bf16", "bf16"), ("mxfp4", "mxfp4")),
