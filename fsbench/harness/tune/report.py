@@ -26,6 +26,7 @@ def markdown(manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> str:
     metrics = list(dict.fromkeys(b.metric for b in budgets))
     chosen = (manifest.get("chosen") or {}).get("name")
     costs = manifest["costs"]
+    whole = manifest.get("rest_of_query") is not None  # predictions of whole queries, not only self-attention
     lines = [
         "# fsbench tune",
         "",
@@ -40,15 +41,16 @@ def markdown(manifest: dict[str, Any], budgets: tuple[Budget, ...]) -> str:
         "",
         _rest(manifest.get("rest_of_query")),
         "",
-        "| candidate | kind | low-precision cells | predicted attention ms/query | predicted query s | "
-        "predicted rel. L2 | " + " | ".join(f"measured {m}" for m in metrics) + " | meets budgets |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * len(metrics) + "---|",
+        "| candidate | kind | low-precision cells | predicted attention ms/query | "
+        + ("predicted query s | " if whole else "") + "predicted rel. L2 | "
+        + " | ".join(f"measured {m}" for m in metrics) + " | meets budgets |",
+        "|---|---|---:|---:|" + "---:|" * (whole + 1 + len(metrics)) + "---|",
     ]
     for row in sorted(manifest["candidates"], key=lambda r: r["predicted_attention_ms"]):
         name = f"**{row['name']}** (chosen)" if row["name"] == chosen else row["name"]
-        query = row.get("predicted_query_ms")
+        query = [f"{row['predicted_query_ms'] / 1e3:.4g}"] if whole else []
         cells = [name, row["kind"], str(row["low_precision_cells"]), f"{row['predicted_attention_ms']:.4g}",
-                 "-" if query is None else f"{query / 1e3:.4g}", f"{row['predicted_rel_l2']:.3g}",
+                 *query, f"{row['predicted_rel_l2']:.3g}",
                  *(_number(row["measured"].get(m)) for m in metrics),
                  "yes" if row["meets_budgets"] else "no"]
         lines.append("| " + " | ".join(cells) + " |")
