@@ -135,7 +135,8 @@ def _need_hopper() -> str:
 @click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the results as JSON here")
 @click.option("--markdown", "md_path", type=params.OutPath(dir_okay=False), help="write a markdown table here")
 @click.option("--clock-seconds", type=params.non_negative_float(3600.0), default=0, show_default=True,
-              help="then run each row back to back this long, with its SM clock, power and TFLOP/J (the 700 W cap)")
+              help="then run each row back to back this long, with its SM clock, power and TFLOP/J (under the power "
+                   "cap)")
 @click.option("--interleave", is_flag=True,
               help="time the rows round-robin, each once per repeat, so clock drift reaches all alike (no emulator)")
 @click.option("--sweep", is_flag=True,
@@ -146,8 +147,7 @@ def bench(shapes: tuple[tuple[int, int, int, int], ...], row_names: str, list_ro
           sweep: bool) -> None:
     """TFLOP/s and accuracy of SDPA, cuDNN FP8, SageAttention2, FlashAttention-3 FP8, the conventional FP8 and the
     fused Triton and Gluon kernels, and the GEMM-only skeleton (needs an sm_90 GPU: H100 or H200)."""
-    from fsbench.kernels.tools import bench as kbench
-    from fsbench.kernels.tools import sweep as ksweep
+    from fsbench.kernels.tools import bench as kbench, sweep as ksweep
 
     if list_rows:
         for row in kbench.rows():
@@ -171,8 +171,8 @@ def bench(shapes: tuple[tuple[int, int, int, int], ...], row_names: str, list_ro
     for shape in list(ksweep.GRID) if sweep else list(shapes) or list(kbench.SHAPES):
         if sweep or interleave:  # its rows as each shape ends, the whole table once at the end
             measured = ksweep.bench_interleaved(shape, selected, repeats=repeats, hold=_holder(clock_seconds))
-            for row in measured:
-                _echo_row(row)
+            for result in measured:
+                _echo_row(result)
             results += measured
         else:
             results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
@@ -230,15 +230,15 @@ def plot_sweep(json_path: Path, png: Path) -> None:
 
 @kernels.command("check")
 @click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True, callback=params.comma_list())
-@click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
+@click.option("--impl", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
               help="which kernel to check")
 @click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the rows as JSON here")
-def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None:
+def check(formats: tuple[str, ...], impl: str, json_path: Path | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an sm_90 GPU)."""
     from fsbench.kernels.tools import check as kcheck
 
     header = provenance(_need_hopper())
-    rows = kcheck.run_checks(formats, engine=engine)
+    rows = kcheck.run_checks(formats, impl=impl)
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")

@@ -37,8 +37,8 @@ def probe(video: Path) -> tuple[int, int, int]:
 
     frames, shape = 0, (0, 0)
     try:
-        for frames, frame in enumerate(iio.imiter(video, plugin="FFMPEG"), start=1):
-            shape = frame.shape[:2]
+        for frame in iio.imiter(video, plugin="FFMPEG"):
+            frames, shape = frames + 1, frame.shape[:2]
     except Exception as exc:  # noqa: BLE001 - ffmpeg reports a damaged file in many ways
         raise ValueError(f"{video} does not decode ({type(exc).__name__}: {str(exc)[:120]})") from exc
     if not frames:
