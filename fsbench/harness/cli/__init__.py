@@ -17,6 +17,7 @@ from fsbench.harness.cli import (
     kernels as cli_kernels,
     run as cli_run,
     submission as cli_submission,
+    tune as cli_tune,
 )
 from fsbench.harness.run import interrupts, logs
 
@@ -89,6 +90,5 @@ def main(verbose: int, quiet: bool) -> None:
 
 
 for _command in (cli_run.run, cli_run.sweep, cli_campaign.campaign, cli_run.schedules, evaluate.eval_cmd,
-                 evaluate.compare,
-                 cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd):
+                 evaluate.compare, cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd, cli_tune.tune):
     main.add_command(_command)
