@@ -53,7 +53,7 @@ def sweep(tmp_path_factory):
 
 
 def test_sweep_takes_spec_strings_through_repeated_schedule(sweep):
-    folders = sorted(p.name for p in sweep.iterdir())
+    folders = sorted(p.name for p in sweep.iterdir() if not p.name.startswith("."))  # .fsbench: the folder's kind
     assert folders[0] == "bf16" and folders[1].startswith("spec-")
     assert load_manifest(sweep / folders[1])["schedule"]["spec"] == SPEC
     assert load_manifest(sweep / folders[1])["results"]["Offline"]["accuracy"]["samples"] == 2

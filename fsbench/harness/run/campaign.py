@@ -163,8 +163,9 @@ class Campaign:
                     current = advance()
 
     def _job(self, stage: Stage) -> orchestrator.Job:
+        """A campaign resumes as a sweep does: its accuracy pass keeps the intact videos of the same settings."""
         return orchestrator.Job(self.specs[stage.index], stage.opts, self.runs[stage.index], self.system,
-                                self.plan.impl, self.layouts[stage.opts.scenario], self.plan.speed)
+                                self.plan.impl, self.layouts[stage.opts.scenario], self.plan.speed, reuse=True)
 
     def _metrics(self, index: int) -> tuple[str, ...]:
         """The reference is scored by VBench only: fidelity against itself says nothing."""
