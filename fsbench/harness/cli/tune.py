@@ -39,7 +39,7 @@ from fsbench.kernels import registry
               help="RUN/profile.json of `fsbench run --profile` on this model and shape: the rest of a query (all but "
                    "self-attention) added to every predicted latency [default: predictions cover self-attention "
                    "only, which orders schedules alike].")
-@click.option("--out", type=params.OutPath(file_okay=False), required=True,
+@click.option("--out", type=params.OutPath(kind="tune", file_okay=False), required=True,
               help="Tune folder: tune.json, report.md, front.png, chosen.toml and one run per candidate; a second "
                    "tune into it resumes.")
 @click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True)
