@@ -40,6 +40,7 @@ VIDEO_SUFFIX = "-0.mp4"
 LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.run.lock)
 PIXEL_KEYS = ("compile", "gemm", "vae")  # of a summary's speed: the options that shape a video's pixels
 SPEED_KEYS = (*PIXEL_KEYS, "offload")  # ... and those that make a configuration (its latency)
+EVAL_METRICS = ("psnr", "ssim", "lpips", "vbench")  # what `fsbench eval` writes into RUN/eval/
 
 SCHEMA = 2  # the manifest's version; 1: the manifests written before the version was recorded (read as they are)
 
@@ -99,6 +100,8 @@ class Summary(TypedDict, total=False):
     peak_gpu_memory_bytes: int  # the largest of one video; absent on CPU
     videos_generated: int
     videos_reused: int
+    reuse: bool  # whether the accuracy pass might keep finished videos: `fsbench run --reuse`, every sweep
+    made_with: str  # the digest each video's made_with sidecar must carry
     accuracy_log: str  # relative to RUN
     parallel: dict[str, Any]  # processes, device, cfg, ulysses, replicas, backend, ... with --gpus N
     speed: dict[str, Any]  # compile, gemm, vae, offload as given, with what they did: the configuration

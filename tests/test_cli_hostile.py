@@ -94,6 +94,7 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", "--out", out, *SMALL, "--prompts", str(files["non-utf8.txt"])], "non-utf8.txt"),
         (["run", "--out", out, *SMALL, "--latent", str(files["garbage.pt"])], "garbage.pt"),
         (["run", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
+        (["run", "--out", out, *SMALL, "--reuse"], "--reuse"),
         (["sweep", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
         (["run", "--out", out, *SMALL, "--schedule", str(tmp / "missing.toml")], "missing.toml"),
         (["run", "--out", out, *SMALL, "--schedule", "mxfp4:" + ",".join(["0"] * 200) + ",99"], "99"),
@@ -116,6 +117,9 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["submission", "--runs", str(tmp), "--out", str(tmp / "sub"), "--submitter", "a/b", "--system", "x"],
          "--submitter"),
         (["submission", "--runs", str(tmp), "--out", "", "--submitter", "org", "--system", "x"], "--out"),
+        (["submission", "--runs", str(tmp), "--out", str(tmp / "sub"), "--submitter", "org", "--system", "x",
+          "--official-checker", str(tmp / "no-checkout")], "--official-checker"),
+        (["submission", "--check", str(tmp), "--official-checker", str(files["garbage.json"])], "garbage.json"),
     ]
     for name in ("empty.toml", "bad-syntax.toml", "wrong-types.toml", "not-a-table.toml", "absurd.toml",
                  "description.toml", "latin1.toml"):
@@ -206,7 +210,7 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
 
 def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_path, one_thread):
     out = tmp_path / "run"
-    args = ["run", "--out", str(out), *SMALL, "--scenario", "Offline", "--mode", "accuracy"]
+    args = ["run", "--out", str(out), *SMALL, "--scenario", "Offline", "--mode", "accuracy", "--reuse"]
     first = CliRunner().invoke(main, args, catch_exceptions=False)
     assert first.exit_code == 0, first.output
     videos = sorted((out / "videos").glob("*.mp4"))
@@ -238,6 +242,11 @@ def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_pat
     assert other_vae.exit_code == 0, other_vae.output
     summary = load_manifest(out)["results"]["Offline"]["accuracy"]
     assert (summary["videos_generated"], summary["videos_reused"]) == (len(TINY_PROMPTS), 0)
+
+    again = CliRunner().invoke(main, [*args[:-1], "--vae", "bf16"], catch_exceptions=False)  # no --reuse
+    assert again.exit_code == 0, again.output
+    summary = load_manifest(out)["results"]["Offline"]["accuracy"]
+    assert (summary["videos_generated"], summary["videos_reused"], summary["reuse"]) == (len(TINY_PROMPTS), 0, False)
 
 
 def test_eval_scores_the_prompts_the_run_recorded_not_the_edited_file(tmp_path, one_thread):
@@ -327,6 +336,8 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
         (["sweep", "--out", str(run), *SMALL], "a run folder, not a sweep"),
         (["submission", "--runs", str(run), "--out", str(mine), "--submitter", "org", "--system", "x"], str(mine)),
         (["run", "--out", str(mine / ".notes.tmp"), *SMALL], ".notes.tmp"),
+        (["tune", "--budget", "psnr>=35", "--out", str(mine)], str(mine)),
+        (["tune", "--budget", "psnr>=35", "--out", str(run)], "a run folder, not a tune folder"),
     ]
     before = _tree(tmp_path)
     for args, culprit in cases:
@@ -580,3 +591,73 @@ def test_a_request_of_days_says_so_before_it_starts(tmp_path):
         timer.cancel()
     assert re.match(r"fsbench: this request is estimated at [\d.]+ (h|days) on cpu ", said), said
     assert "2048x2048x257, 1 steps" in said
+
+
+def _packaged_run(tmp_path: Path, *accuracy: str) -> Path:
+    """A tiny run with an Offline performance and accuracy result, ready to package."""
+    out = tmp_path / "run"
+    tiny = ["--out", str(out), "--height", "16", "--width", "16", "--frames", "1", "--steps", "1", "--scenario",
+            "Offline"]
+    for mode in (["--count", "1", "--target-qps", "0.001"], ["--mode", "accuracy", *accuracy]):
+        result = CliRunner().invoke(main, ["run", *tiny, *mode], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    return out
+
+
+def _one_error_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("fsbench: error: "), result.output
+    return lines[0]
+
+
+def test_the_packager_refuses_a_run_whose_videos_are_not_the_recorded_ones(tmp_path, one_thread):
+    run = _packaged_run(tmp_path)
+    videos = sorted((run / "videos").glob("*.mp4"))
+    videos[1].write_bytes(videos[1].read_bytes()[:100])
+    videos[2].unlink()
+    root = tmp_path / "root"
+    args = ["submission", "--runs", str(run), "--out", str(root), "--submitter", "Org", "--system", "s"]
+    line = _one_error_line(CliRunner().invoke(main, args))
+    assert f"2 of {len(TINY_PROMPTS)} videos of {run} are missing or damaged (first: '{videos[1].name}'" in line
+    assert not root.exists()
+    videos[2].write_bytes(videos[0].read_bytes())  # another prompt's intact video under this name
+    videos[1].write_bytes(videos[0].read_bytes())
+    line = _one_error_line(CliRunner().invoke(main, args))
+    assert "2 of" in line and "its bytes differ from the sha256 recorded" in line and not root.exists()
+
+
+def test_a_reused_accuracy_run_is_recorded_and_the_closed_package_refuses_it(tmp_path, one_thread):
+    run = _packaged_run(tmp_path, "--reuse")  # the performance run's one video is reused
+    summary = load_manifest(run)["results"]["Offline"]["accuracy"]
+    assert (summary["reuse"], summary["videos_reused"], summary["videos_generated"]) == (True, 1, len(TINY_PROMPTS) - 1)
+    args = ["submission", "--runs", str(run), "--out", str(tmp_path / "root"), "--submitter", "Org", "--system", "s"]
+    closed = CliRunner().invoke(main, [*args, "--division", "closed"])
+    assert closed.exit_code == 2 and not (tmp_path / "root" / "closed").exists()
+    reuse = [line for line in closed.stderr.splitlines() if "--reuse" in line]
+    assert len(reuse) == 1 and reuse[0].startswith("error: ") and f"reused 1 of {len(TINY_PROMPTS)} videos" in reuse[0]
+    assert any(line.startswith("error: ") and "has no VBench score" in line for line in closed.stderr.splitlines())
+
+
+def test_a_damaged_loadgen_log_is_named_by_the_preflight_never_raised(tmp_path):
+    scenario = tmp_path / "root" / "open" / "Org" / "results" / "s" / "wan-2.2-t2v-a14b" / "Offline"
+    for folder, data in ((scenario / "performance" / "run_1", b"\xff\xfe garbage\n:::MLLOG {\"key\": \"res"),
+                         (scenario / "accuracy", b':::MLLOG {"key": "effective_scenario", "va')):
+        folder.mkdir(parents=True)
+        (folder / "mlperf_log_detail.txt").write_bytes(data)
+    result = CliRunner().invoke(main, ["submission", "--check", str(tmp_path / "root")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "performance/run_1/mlperf_log_detail.txt: does not start with ':::MLLOG'" in result.output
+    assert "accuracy/mlperf_log_detail.txt: accuracy run covers 0 samples" in result.output
+
+
+def test_doctor_names_each_bad_input_that_run_refuses_and_never_raises(tmp_path):
+    files = _bad_files(tmp_path / "inputs")
+    garbage = tmp_path / "inputs"  # a folder, but no checkpoint
+    args = ["--model", str(garbage), "--prompts", str(files["non-utf8.txt"]), "--latent", str(files["garbage.pt"])]
+    result = CliRunner().invoke(main, ["doctor", "--plain", *args])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    lines = {text[9:].split(" ", 1)[0]: text for text in result.output.splitlines() if text[:1] in "oM-"}
+    for name, culprit in (("model", garbage), ("prompts", files["non-utf8.txt"]), ("latent", files["garbage.pt"])):
+        assert lines[name].startswith("MISSING") and str(culprit) in lines[name], result.output
+    refused = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "run"), *args])
+    assert refused.exit_code == 2 and not (tmp_path / "run").exists()

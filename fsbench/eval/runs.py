@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsbench import rundir
+from fsbench import mllog, rundir
 from fsbench.errors import FsbenchError
 
 
@@ -178,7 +177,7 @@ def _energy(entry: dict) -> tuple[float | None, str | None]:
 def _from_loadgen_logs(path: Path, scenario: str) -> Performance | None:
     for folder in sorted(path.glob(f"*/{rundir.BENCHMARK}/{scenario}/performance/run_1")):
         detail = folder / "mlperf_log_detail.txt"
-        values = _parse_detail(detail) if detail.is_file() else {}
+        values = mllog.read(detail).values if detail.is_file() else {}
         summary = folder / "mlperf_log_summary.txt"
         if not values and summary.is_file():
             values = _parse_summary(summary)
@@ -186,20 +185,6 @@ def _from_loadgen_logs(path: Path, scenario: str) -> Performance | None:
         if found is not None:
             return found
     return None
-
-
-def _parse_detail(path: Path) -> dict:
-    """`:::MLLOG {json}` lines; the last value of each key wins."""
-    values = {}
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith(":::MLLOG"):
-            try:
-                record = json.loads(line[len(":::MLLOG"):])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and "key" in record:
-                values[record["key"]] = record.get("value")
-    return values
 
 
 _SUMMARY_KEYS = {

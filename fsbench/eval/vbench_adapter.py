@@ -23,7 +23,7 @@ from fsbench.errors import FsbenchError
 from fsbench.eval import store, video_io, weights
 from fsbench.eval.runs import Run
 from fsbench.gpus import child_gpus
-from fsbench.paths import REPO
+from fsbench.paths import CHECKOUT, REPO
 from fsbench.rundir import BENCHMARK, VIDEO_SUFFIX
 
 DIMENSIONS = ("subject_consistency", "background_consistency", "motion_smoothness", "dynamic_degree",
@@ -34,8 +34,13 @@ RUNNER = Path(__file__).resolve().with_name("vbench_runner.py")
 
 
 def vbench_python() -> Path:
-    """The vbench environment's interpreter (FSBENCH_VBENCH_PYTHON overrides); FsbenchError when absent."""
-    python = Path(os.environ.get("FSBENCH_VBENCH_PYTHON") or REPO / ".venv-vbench" / "bin" / "python")
+    """The vbench environment's interpreter: FSBENCH_VBENCH_PYTHON, else .venv-vbench of the source checkout fsbench
+    runs from (an installed wheel has none); FsbenchError when absent."""
+    setting = os.environ.get("FSBENCH_VBENCH_PYTHON")
+    if not setting and not CHECKOUT:
+        raise FsbenchError("no vbench environment: build one with scripts/setup_vbench_env.sh of the fsbench source "
+                           "(about 3 min, 6.7 GB) and set FSBENCH_VBENCH_PYTHON to its bin/python")
+    python = Path(setting or REPO / ".venv-vbench" / "bin" / "python")
     if not python.is_file():
         raise FsbenchError(f"vbench environment not found ({python}): run scripts/setup_vbench_env.sh "
                            "(about 3 min, 6.7 GB) or set FSBENCH_VBENCH_PYTHON")

@@ -9,7 +9,6 @@ carries the payload bytes (a short path, never raw frames), and its buffer stays
 from __future__ import annotations
 
 import array
-import json
 import os
 import signal
 import sys
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsbench import files
+from fsbench import files, mllog
 from fsbench.errors import FsbenchError
 from fsbench.harness.run import interrupts
 from fsbench.paths import SCENARIO_DIR
@@ -180,7 +179,7 @@ def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log
             while not done.wait(0.2) and not interrupted.is_set():
                 pass
             if interrupted.is_set():
-                print("fsbench: interrupted: finishing the current video (Ctrl-C again aborts it)",
+                print("fsbench: stopping after the current video (Ctrl-C again aborts it)",
                       file=sys.stderr, flush=True)
                 done.wait()
                 raise KeyboardInterrupt
@@ -226,11 +225,7 @@ def _ctrl_c_stops(stop: threading.Event) -> Iterator[threading.Event]:
 
 def parse_detail(path: Path) -> dict[str, Any]:
     """The result fields of `mlperf_log_detail.txt` (`:::MLLOG {json}` lines) as a flat summary."""
-    values: dict[str, Any] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith(":::MLLOG "):
-            entry = json.loads(line[len(":::MLLOG "):])
-            values[entry["key"]] = entry["value"]
+    values = mllog.read(path).values
     summary: dict[str, Any] = {"scenario": values.get("effective_scenario"), "mode": values.get("effective_test_mode")}
     if "result_validity" not in values:
         return summary

@@ -70,10 +70,22 @@ def record(video: Path, digest: str, found: tuple[int, int, int], kernels: Mappi
 
 def reusable(video: Path, digest: str) -> bool:
     """Whether `video` exists, was made with the settings `digest` and is byte for byte what was then written."""
+    return damaged(video, digest) is None
+
+
+def damaged(video: Path, digest: str | None = None) -> str | None:
+    """Why `video` is not the file its sidecar records (missing, no sidecar, made with settings other than `digest`,
+    other bytes than the sha256 written with it), or None when it is intact."""
+    if not video.is_file():
+        return "missing"
     info = _read(video)
-    if not info or info.get("made_with") != digest or not video.is_file():
-        return False
-    return info.get("sha256") == rundir.file_sha256(video)
+    if not info:
+        return f"no readable record in {rundir.MADE_WITH}/"
+    if digest is not None and info.get("made_with") != digest:
+        return "made with other settings than the run recorded"
+    if info.get("sha256") != rundir.file_sha256(video):
+        return "its bytes differ from the sha256 recorded when it was written"
+    return None
 
 
 def kernels_of(videos: Iterable[Path]) -> dict[str, str]:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from tqdm.auto import tqdm
 
 from fsbench import files, rundir
 from fsbench.harness.measure import profile_report
@@ -25,8 +24,8 @@ from fsbench.harness.model import options, pipeline
 from fsbench.harness.parallel import team as teams
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
 from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule, load as load_schedule
-from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
-from fsbench.harness.run.presets import Settings, build_settings
+from fsbench.harness.run import dataset, inputs, logs, made_with as artifacts, progress, writer
+from fsbench.harness.run.presets import Settings
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,8 @@ class Job:
 
     `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
     `profile`: time every phase of every video into RUN/profile.{json,md}; `warm_up`: one step per attention
-    format before LoadGen starts (`VideoGenerator.warm_up`)."""
+    format before LoadGen starts (`VideoGenerator.warm_up`); `reuse`: an accuracy pass keeps the intact videos of
+    the same settings the folder holds (a resumed pass; the summary counts them)."""
 
     spec: RunSpec
     opts: loadgen.LoadgenOptions
@@ -68,17 +68,19 @@ class Job:
     profile: bool = False
     capture_qkv: int | None = None
     warm_up: bool = False
+    reuse: bool = False
 
 
 def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
             latent_file: Path | None, overrides: dict[str, Any]) -> RunSpec:
-    """Steps 1-3: everything cheap that can be wrong is checked before any weights load."""
-    settings = build_settings(preset, model, **overrides)
+    """Steps 1-3: everything cheap that can be wrong is checked before any weights load, the inputs as
+    `fsbench doctor` checks them (harness.run.inputs)."""
     parsed = schedule if isinstance(schedule, Schedule) else load_schedule(schedule)
-    resolved = parsed.resolve(settings.steps, pipeline.num_layers(model))
-    prompts = dataset.load_prompts(prompts_file, model, num_prompts)
-    latent = dataset.load_latent(settings, latent_file)
-    return RunSpec(model, settings, resolved, prompts, latent.tensor, latent.as_dict())
+    found = inputs.read(model, preset, prompts_file, num_prompts, latent_file, overrides, first_only=True)
+    found.raise_first()
+    assert found.settings and found.layers and found.prompts and found.latent  # raise_first refused the unread
+    resolved = parsed.resolve(found.settings.steps, found.layers)
+    return RunSpec(model, found.settings, resolved, found.prompts, found.latent.tensor, found.latent.as_dict())
 
 
 def schedule_slug(schedule: ResolvedSchedule) -> str:
@@ -125,8 +127,9 @@ def device_info(device: torch.device, model: str) -> dict[str, Any]:
 
 def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
     """Step 5: the diffusers pipeline, with its per-video denoising bar kept short-lived."""
+    progress.quiet_libraries()
     pipe = pipeline.build(spec.model, spec.settings, device)
-    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=logs.quiet())
+    pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=not progress.shown())
     return pipe
 
 
@@ -247,7 +250,7 @@ def _follow(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any]) -> Non
     router = team.router(job.spec.schedule, impl=job.impl, capture=None)
     router.install(pipe)
     try:
-        team.follow(VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
+        team.follow(VideoGenerator(pipe, job.spec, job.run, router, reuse=job.reuse and job.opts.mode == "accuracy",
                                    made_with=job.spec.made_with(job.impl, speed)))
     finally:
         router.uninstall()
@@ -266,8 +269,9 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     router = team.router(spec.schedule, impl=job.impl, capture=capture)
     router.install(pipe)
     profiler = Profiler(pipe.device) if job.profile else None
-    # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
-    generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
+    # Only an accuracy pass asked to may reuse finished videos, and never under --capture, which must see every call.
+    reuse = job.reuse and opts.mode == "accuracy" and capture is None
+    generator = VideoGenerator(pipe, spec, run, router, reuse=reuse,
                                profiler=profiler, made_with=spec.made_with(job.impl, speed))
     warmed = generator.warm_up() if job.warm_up else None
     if profiler is not None:
@@ -277,8 +281,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     log_dir = rundir.loadgen_dir(run, job.system, opts.scenario, opts.mode, audit=opts.audit)
     try:
         with team.serve(generator) as (generate, concurrency), \
-                tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video",
-                     disable=logs.quiet()) as bar:
+                progress.bar(expected, f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", "video") as bar:
             summary = loadgen.run_test(generate, total, opts, log_dir, on_sample=bar.update, concurrency=concurrency)
     finally:
         if profiler is not None:
@@ -295,6 +298,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
         summary["attention_kernel_fallbacks"] = dict(sorted(router.kernel_fallbacks.items()))
     if opts.mode == "accuracy":
         summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
+                       reuse=generator.reuse, made_with=generator.made_with,
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
     if capture is not None:
         capture_summary = capture.finish()
@@ -317,8 +321,10 @@ def describe(summary: dict[str, Any]) -> str:
     if "validity" not in summary:
         return (f"{head}: {summary.get('samples')} videos ({summary.get('videos_generated')} generated, "
                 f"{summary.get('videos_reused')} reused), accuracy log {summary.get('accuracy_log')}")
-    p90 = summary["latency_p90_ns"]
-    text = (f"{head}: {summary['validity']}  p90 latency {p90 / 1e9:.3f} s  "
+    # Offline issues every sample in one query: its latencies are not a figure of merit, its throughput is
+    latency = ("" if summary.get("scenario") == "Offline" else
+               f"p90 latency {summary['latency_p90_ns'] / 1e9:.3f} s  ")
+    text = (f"{head}: {summary['validity']}  {latency}"
             f"samples/s {summary['samples_per_second']:.4g}  ({summary.get('samples')} samples)")
     if summary["invalid_reasons"]:
         text += "\n  INVALID because: " + "; ".join(summary["invalid_reasons"])
