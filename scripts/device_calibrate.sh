@@ -35,7 +35,7 @@ timeout "${TESTS_S:-120}" python3 -m pytest -q -rfs -p no:cacheprovider tests/te
 tail -4 "$logs/gpu_tests.log"
 site=()
 [[ -n ${CUDNN_SITE:-} ]] && site=(--cudnn-site "$CUDNN_SITE")
-timeout "${CALIBRATE_S:-240}" python3 -m fsbench kernels bench --calibrate --repeats 7 --clock-seconds 2 "${site[@]}" \
+timeout "${CALIBRATE_S:-240}" python3 -m fsbench kernels bench --calibrate --repeats 7 --clock-seconds "${CLOCK_S:-2}" "${site[@]}" \
   --json "$OUT/calibrate.json" --markdown "$OUT/calibrate.md" > "$logs/calibrate.log" 2>&1
 grep -v "^-" "$logs/calibrate.log" | tail -24
 # the rows of that list that can run here (a peer whose build failed is left out, as `--list` says)
