@@ -27,7 +27,7 @@ def _build(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stats: bool) -> tu
     tq, tk, tv = (graph.tensor(name=n, dim=list(t.shape), stride=list(t.stride()),
                                data_type=cudnn.data_type.BFLOAT16) for n, t in zip("qkv", (q, k, v)))
     o, softmax_stats = graph.sdpa(q=tq, k=tk, v=tv, generate_stats=stats, attn_scale=q.shape[3] ** -0.5,
-                                  use_causal_mask=False, name="sdpa")
+                                  use_causal_mask=False, name="attention")
     out = torch.empty_like(q)
     o.set_output(True).set_dim(list(q.shape)).set_stride(list(out.stride())).set_data_type(cudnn.data_type.BFLOAT16)
     buffers = {}
