@@ -39,6 +39,7 @@ from fsbench.harness import loadgen_driver, pipeline, runner, speed
 from fsbench.harness.attention import Capture, SelfAttentionRouter
 from fsbench.harness.schedule import ResolvedSchedule
 from fsbench.harness.tiny import CONFIGS
+from fsbench.kernels.registry import AUTO
 
 TIMEOUT_ENV = "FSBENCH_DIST_TIMEOUT"  # seconds a rank waits in one collective or for one video (default 1800)
 _CPU = torch.device("cpu")
@@ -287,13 +288,15 @@ class Team:
         if self.single_stream and self.job.layout.cfg > 1:
             cfg_parallel.install(pipe, self.mesh["cfg"].get_group())
 
-    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None) -> SelfAttentionRouter:
+    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None,
+               bf16_impl: str = AUTO) -> SelfAttentionRouter:
         """The attention router for this rank: Ulysses-aware when the sequence is split."""
         from fsbench.harness.ulysses import UlyssesRouter
 
         if self.parallel_config is None:
-            return SelfAttentionRouter(schedule, impl=impl, capture=capture)
-        return UlyssesRouter(schedule, self.mesh["ulysses"].get_group(), self.parallel_config, impl=impl)
+            return SelfAttentionRouter(schedule, impl=impl, capture=capture, bf16_impl=bf16_impl)
+        return UlyssesRouter(schedule, self.mesh["ulysses"].get_group(), self.parallel_config, impl=impl,
+                             bf16_impl=bf16_impl)
 
     def describe(self) -> dict[str, Any]:
         """The layout as the manifest records it."""
@@ -327,7 +330,7 @@ class Team:
     def follow(self, pipe: Any) -> None:
         """Ranks > 0: compute what rank 0 sends until it sends None."""
         job = self.job
-        router = self.router(job.spec.schedule, impl=job.impl, capture=None)
+        router = self.router(job.spec.schedule, impl=job.impl, capture=None, bf16_impl=job.speed.bf16_impl)
         router.install(pipe)
         try:
             if self.single_stream:

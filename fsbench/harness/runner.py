@@ -23,13 +23,15 @@ from fsbench.harness.presets import Settings, build_settings
 from fsbench.harness.profile import NullProfiler, Profiler
 from fsbench.harness.schedule import ResolvedSchedule, Schedule
 from fsbench.harness.schedule import load as load_schedule
+from fsbench.kernels.registry import AUTO
 
 
 class Team(Protocol):
     """Rank 0's side of a run on several processes (`harness.distributed.Team` is the one implementation): it
     supplies the attention router, serves LoadGen's samples with the other ranks and describes the layout."""
 
-    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None) -> SelfAttentionRouter: ...
+    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None,
+               bf16_impl: str = AUTO) -> SelfAttentionRouter: ...
 
     def serve(self, generator: VideoGenerator) -> contextlib.AbstractContextManager[tuple[Callable[[int], str], int]]:
         ...
@@ -211,7 +213,8 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
     if capture_qkv is not None:
         capture = Capture(rundir.capture_dir(run, opts.scenario, opts.mode), save_qkv=capture_qkv)
         (capture.out_dir / "calls.jsonl").unlink(missing_ok=True)
-    router = (SelfAttentionRouter if team is None else team.router)(spec.schedule, impl=impl, capture=capture)
+    router = (SelfAttentionRouter if team is None else team.router)(
+        spec.schedule, impl=impl, capture=capture, bf16_impl=(speed or {}).get("bf16_impl", AUTO))
     router.install(pipe)
     profiler = Profiler(pipe.device) if profile else None
     # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
