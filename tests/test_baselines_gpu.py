@@ -60,3 +60,15 @@ def test_the_kernel_alone_is_the_longest_kernel_of_the_call_and_faster_than_the_
     assert "cast" not in found["kernel"].lower() and "copy" not in found["kernel"].lower()
     assert 0 < found["kernel_ms"] < found["busy_ms_per_call"]
     assert found["kernel_tflops"] == pytest.approx(flops / found["kernel_ms"] / 1e9)
+
+
+def test_the_registrys_fa3_runs_bf16_attention_on_bshd_projections_as_the_router_passes_them():
+    from fsbench import kernels
+    from fsbench.kernels import registry
+
+    if peers.fa3_missing():
+        pytest.skip(f"fa3 {peers.fa3_missing()}")
+    q, k, v = (t.transpose(1, 2) for t in _inputs(8, 8, 1000))  # BSHD, as the pipeline's projections
+    out = kernels.attention(q, k, v, "bf16", impl=registry.FA3, layout="BSHD")
+    ref = kernels.attention(q, k, v, "bf16", impl=registry.SDPA, layout="BSHD")
+    assert out.shape == q.shape and ((out.float() - ref.float()).norm() / ref.float().norm()).item() < 1e-2
