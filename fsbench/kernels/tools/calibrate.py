@@ -12,6 +12,7 @@ bytes of k and v) and says why in `mha_reason`.
 from __future__ import annotations
 
 import functools
+import logging
 import statistics
 import warnings
 from typing import Any, Callable
@@ -74,7 +75,7 @@ def grouped_refusal(row: bench.Row, args: tuple[torch.Tensor, ...]) -> str | Non
             row.fn(*args)
             torch.cuda.synchronize()
             return None
-        except (RuntimeError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any refusal of grouped heads: the row then runs MHA, saying why
             said = [str(w.message).splitlines()[0] for w in caught] + [str(exc).splitlines()[0]]
             return "; ".join(dict.fromkeys(said))
 
@@ -90,15 +91,18 @@ def calibrate_shape(shape: tuple[int, int, int, int], selected: list[bench.Row],
     b, h, s, d = shape
     flops = 4 * b * h * s * s * d
     inputs = make_inputs(shape, kv_heads, input_sets)
-    ref = torch.nn.functional.scaled_dot_product_attention(*inputs[0], enable_gqa=True)
-    mha: list[tuple[torch.Tensor, ...]] = []
+    mha = ungrouped(inputs)  # for the rows that cannot take grouped heads, and the reference
+    ref = torch.nn.functional.scaled_dot_product_attention(*mha[0])
     results = []
     for row in selected:
         reason = grouped_refusal(row, inputs[0])
-        if reason and not mha:
-            mha = ungrouped(inputs)
         own = mha if reason else inputs
-        ms = bench.time_ms(row.fn, own, warmup, repeats)
+        try:
+            ms = bench.time_ms(row.fn, own, warmup, repeats)
+        except Exception as exc:  # noqa: BLE001 - one row that cannot run at all leaves the others measured
+            logging.getLogger("fsbench").warning("calibration row %s failed at %s: %s", row.name, shape,
+                                                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            continue
         med = statistics.median(ms)
         kind = precision(row.name)
         result = {"row": row.name, "shape": list(shape), "kv_heads": h if reason else kv_heads, "mha_reason": reason,
