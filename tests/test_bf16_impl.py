@@ -46,3 +46,13 @@ def test_the_bf16_layers_run_the_kernel_named_and_the_manifest_says_so(tmp_path,
         assert summary["speed"]["bf16_impl"] == impl
         assert summary["attention_kernels"]["bf16"] == kernel
         assert summary["attention_kernels"]["mxfp8"] == registry.EMULATE  # the MX layers keep their own kernel
+
+
+def test_a_video_made_with_another_bf16_kernel_is_never_reused_for_sdpas_and_old_digests_stay():
+    from fsbench.harness import artifacts
+
+    args = ("tiny", {"steps": 2}, "0" * 64, "bf16:*", registry.AUTO)
+    before = artifacts.made_with(*args, {"compile": False, "gemm": "bf16", "vae": "fp32"})  # a run without the option
+    sdpa = artifacts.made_with(*args, {"compile": False, "gemm": "bf16", "vae": "fp32", "bf16_impl": registry.AUTO})
+    fa3 = artifacts.made_with(*args, {"compile": False, "gemm": "bf16", "vae": "fp32", "bf16_impl": registry.FA3})
+    assert before == sdpa != fa3
