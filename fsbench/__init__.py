@@ -13,8 +13,8 @@ __version__ = "0.2.0"
 
 _LAZY = {"attention": ("fsbench.kernels", "attention"),
          "attention_with_stats": ("fsbench.kernels", "attention_with_stats"),
-         "apply": ("fsbench.harness.apply", "apply"),
-         "register_attention_backends": ("fsbench.harness.diffusers_backends", "register")}
+         "apply": ("fsbench.harness.precision.apply", "apply"),
+         "register_attention_backends": ("fsbench.harness.precision.diffusers_backends", "register")}
 
 
 def __getattr__(name: str) -> Any:

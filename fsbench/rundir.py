@@ -59,7 +59,7 @@ VIDEOS = "videos"
 MADE_WITH = "made_with"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"
-LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.runlock)
+LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.run.lock)
 PIXEL_KEYS = ("compile", "gemm", "vae")  # of a summary's speed: the options that shape a video's pixels
 SPEED_KEYS = (*PIXEL_KEYS, "offload")  # ... and those that make a configuration (its latency)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness.dataset import LATENT_FILE, LATENT_GIT_BLOB, LATENT_SHAPE, git_blob_id
-from fsbench.harness.results import atomic_write
+from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB, LATENT_SHAPE, git_blob_id
+from fsbench.harness.run.writer import atomic_write
 
 COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"  # mlcommons/inference, as the reference runs it
 BASE = f"https://github.com/mlcommons/inference/raw/{COMMIT}/text_to_video/wan-2.2-t2v-a14b/data/"

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.pipeline import checkpoint_dir
+from fsbench.harness.model.pipeline import checkpoint_dir
 
 REPO = "Wan-AI/Wan2.2-T2V-A14B-Diffusers"
 REVISION = "5be7df9619b54f4e2667b2755bc6a756675b5cd7"  # the commit the MLPerf reference pins

@@ -9,26 +9,26 @@ set -euo pipefail
 source "$(dirname "$0")/_venv.sh"
 # The tiny model is too small to gain from threads; one thread avoids oversubscribing a shared machine.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-OUT=${FSBENCH_QUICKSTART_OUT:-results/runs/quickstart}
+RUNS=${FSBENCH_QUICKSTART_OUT:-results/runs/quickstart}
 FSBENCH=.venv/bin/fsbench
 
 "$FSBENCH" schedules --steps 4 --layers 2
 "$FSBENCH" run --model tiny --preset mlperf --schedule bf16 --scenario SingleStream --mode performance \
-  --count 64 --time 0 --target-latency 1000 --out "$OUT/single-stream-bf16"
-"$FSBENCH" sweep --model tiny --preset mlperf --schedules bf16,mxfp8,hybrid --out "$OUT/sweep"
+  --count 64 --time 0 --target-latency 1000 --out "$RUNS/single-stream-bf16"
+"$FSBENCH" sweep --model tiny --preset mlperf --schedules bf16,mxfp8,hybrid --out "$RUNS/sweep"
 for schedule in bf16 mxfp8 hybrid; do  # latency for the comparison; 16 queries is too few to be VALID
   "$FSBENCH" run --model tiny --preset mlperf --schedule "$schedule" --scenario SingleStream --count 16 --time 0 \
-    --target-latency 1000 --out "$OUT/sweep/$schedule"
+    --target-latency 1000 --out "$RUNS/sweep/$schedule"
 done
 for schedule in mxfp8 hybrid; do
-  "$FSBENCH" eval "$OUT/sweep/$schedule" --reference "$OUT/sweep/bf16" --metrics psnr,ssim
+  "$FSBENCH" eval "$RUNS/sweep/$schedule" --reference "$RUNS/sweep/bf16" --metrics psnr,ssim
 done
-"$FSBENCH" compare "$OUT/sweep/bf16" "$OUT/sweep/mxfp8" "$OUT/sweep/hybrid" --out "$OUT/compare" \
-  --html "$OUT/compare/html"
+"$FSBENCH" compare "$RUNS/sweep/bf16" "$RUNS/sweep/mxfp8" "$RUNS/sweep/hybrid" --out "$RUNS/compare" \
+  --html "$RUNS/compare/html"
 
 echo
-echo "SingleStream run: $OUT/single-stream-bf16"
+echo "SingleStream run: $RUNS/single-stream-bf16"
 echo "  (manifest.json, cpu-tiny/wan-2.2-t2v-a14b/SingleStream/performance/run_1/mlperf_log_summary.txt)"
-echo "Schedule sweep:   $OUT/sweep/{bf16,mxfp8,hybrid} (videos/*.mp4, manifest.json, Offline/accuracy logs, eval/)"
-echo "Comparison:       $OUT/compare/compare.md, speedup.png, frames.png"
-echo "Comparison page:  $OUT/compare/html/index.html (open it in a browser; no server needed)"
+echo "Schedule sweep:   $RUNS/sweep/{bf16,mxfp8,hybrid} (videos/*.mp4, manifest.json, Offline/accuracy logs, eval/)"
+echo "Comparison:       $RUNS/compare/compare.md, speedup.png, frames.png"
+echo "Comparison page:  $RUNS/compare/html/index.html (open it in a browser; no server needed)"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -29,10 +30,12 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py (`name` may be `lab/<name>`) imported as a module (the scripts folder is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+def load_script(name: str, folder: str = "scripts") -> ModuleType:
+    """<folder>/<name>.py (`name` may be `lab/<name>`) imported as a module (benchmarks/ and scripts/ are not
+    packages)."""
+    path = Path(__file__).resolve().parents[1] / folder / f"{name}.py"
     spec = importlib.util.spec_from_file_location(Path(name).name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module

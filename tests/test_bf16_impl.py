@@ -7,8 +7,8 @@ import torch
 from click.testing import CliRunner
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import speed
 from fsbench.harness.cli import main
+from fsbench.harness.model import options as speed
 from fsbench.kernels import registry
 from fsbench.rundir import load_manifest
 
@@ -49,7 +49,7 @@ def test_the_bf16_layers_run_the_kernel_named_and_the_manifest_says_so(tmp_path,
 
 
 def test_a_video_made_with_another_bf16_kernel_is_never_reused_for_sdpas_and_old_digests_stay():
-    from fsbench.harness import artifacts
+    from fsbench.harness.run import made_with as artifacts
 
     args = ("tiny", {"steps": 2}, "0" * 64, "bf16:*", registry.AUTO)
     before = artifacts.made_with(*args, {"compile": False, "gemm": "bf16", "vae": "fp32"})  # a run without the option

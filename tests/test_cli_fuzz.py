@@ -126,4 +126,3 @@ def test_every_option_of_the_command_tree_survives_generated_values(tmp_path, mo
     with capsys.disabled():
         print(f"\nfuzz seed {SEED}: {cases} cases over {len(targets)} options and arguments in {elapsed:.1f} s")
     assert not failures, f"seed {SEED}: {len(failures)} of {cases} cases crashed:\n" + "\n".join(failures[:5])
-    assert elapsed < 120, f"seed {SEED}: {cases} cases took {elapsed:.0f} s"

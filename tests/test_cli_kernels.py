@@ -109,7 +109,8 @@ def test_tflop_per_joule_is_throughput_over_watts_and_none_without_power():
 def test_row_kernels_refuses_unknown_rows_before_touching_a_gpu():
     from conftest import load_script
 
-    result = CliRunner().invoke(load_script("lab/row_kernels").main, ["--rows", "gluon-fused-mxfp8,cudnn-fp16"])
+    result = CliRunner().invoke(load_script("row_kernels", "benchmarks").main,
+                                 ["--rows", "gluon-fused-mxfp8,cudnn-fp16", "--out", "unused"])
     assert result.exit_code == 2 and "cudnn-fp16" in result.output and "cudnn-fp8" in result.output
 
 

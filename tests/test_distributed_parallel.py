@@ -22,22 +22,24 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from fsbench.harness import distributed, loadgen_driver, runner
-from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.mlperf import loadgen
+from fsbench.harness.parallel import team as distributed
+from fsbench.harness.run import orchestrator
+from fsbench.harness.precision.router import SelfAttentionRouter
 
 SMALL = {"height": 64, "width": 64, "num_frames": 9, "steps": 2}
 SCHEDULES = ("bf16", "mxfp4", "mxfp8")
 JOIN_S = 120
 
 
-def _spec(schedule: str) -> runner.RunSpec:
-    return runner.prepare("tiny", "mlperf", schedule, None, 1, None, SMALL)
+def _spec(schedule: str) -> orchestrator.RunSpec:
+    return orchestrator.prepare("tiny", "mlperf", schedule, None, 1, None, SMALL)
 
 
-def _video(pipe, router: SelfAttentionRouter, spec: runner.RunSpec) -> np.ndarray:
+def _video(pipe, router: SelfAttentionRouter, spec: orchestrator.RunSpec) -> np.ndarray:
     router.install(pipe)
     try:
-        return runner.VideoGenerator(pipe, spec, Path("."), router, reuse=False).frames(0)
+        return orchestrator.VideoGenerator(pipe, spec, Path("."), router, reuse=False).frames(0)
     finally:
         router.uninstall()
 
@@ -47,10 +49,10 @@ def _worker(rank: int, layout: distributed.Layout, port: int, schedules: tuple[s
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=layout.processes, timeout=datetime.timedelta(seconds=60))
     try:
-        opts = loadgen_driver.LoadgenOptions("SingleStream", "accuracy")
+        opts = loadgen.LoadgenOptions("SingleStream", "accuracy")
         team = distributed.Team(distributed.Job(_spec("bf16"), opts, Path("."), "test", "auto", layout), rank,
                                 torch.device("cpu"))
-        pipe = runner.load_pipeline(team.job.spec, torch.device("cpu"))
+        pipe = orchestrator.load_pipeline(team.job.spec, torch.device("cpu"))
         team.parallelize(pipe)
         for name in schedules:
             spec = _spec(name)
@@ -93,7 +95,7 @@ def single_process() -> dict[str, np.ndarray]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        pipe = runner.load_pipeline(_spec("bf16"), torch.device("cpu"))
+        pipe = orchestrator.load_pipeline(_spec("bf16"), torch.device("cpu"))
         return {name: _video(pipe, SelfAttentionRouter(_spec(name).schedule), _spec(name)) for name in SCHEDULES}
     finally:
         torch.set_num_threads(threads)

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from fsbench.harness.cli import main
-from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "64", "--width", "64", "--frames", "9", "--steps", "2", "--device", "cpu"]

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fsbench.harness import runner
+from fsbench.harness.run import orchestrator
 from fsbench.harness.cli import main
-from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2", "--device", "cpu"]
@@ -97,7 +97,7 @@ def test_interrupted_two_process_sweep_resumes_without_regenerating_finished_vid
     out = tmp_path / "sweep"
     args = ["sweep", "--schedules", "bf16", "--gpus", 2, "--out", out, *SMALL]
     leader, started = os.getpid(), []
-    real_frames = runner.VideoGenerator.frames
+    real_frames = orchestrator.VideoGenerator.frames
 
     def frames(self, index):
         if os.getpid() == leader:  # rank 0 (the forked rank 1 runs the same code undisturbed)
@@ -107,7 +107,7 @@ def test_interrupted_two_process_sweep_resumes_without_regenerating_finished_vid
         return real_frames(self, index)
 
     with monkeypatch.context() as patch:
-        patch.setattr(runner.VideoGenerator, "frames", frames)
+        patch.setattr(orchestrator.VideoGenerator, "frames", frames)
         interrupted = CliRunner().invoke(main, [str(a) for a in args])
     assert interrupted.exit_code == 1 and "finishing the current video" in interrupted.stderr
     folder = out / "bf16" / "videos"

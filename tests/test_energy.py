@@ -1,4 +1,4 @@
-"""Energy per video (`harness.energy`): NVML's counter, the nvidia-smi power fallback, and their arithmetic."""
+"""Energy per video (`harness.measure.energy`): NVML's counter, the nvidia-smi power fallback, and their arithmetic."""
 from __future__ import annotations
 
 import shutil
@@ -6,8 +6,8 @@ import shutil
 import pytest
 import torch
 
-from fsbench.harness import energy, gpu_clock
-from fsbench.harness.profile import energy_summary, split_joules
+from fsbench.harness.measure import clocks, energy
+from fsbench.harness.measure.profile import energy_summary, split_joules
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU driver is present")
@@ -42,7 +42,7 @@ def _samples(watts: list[float], start: float = 1_700_000_000.0, every_s: float 
 
     lines = [f"{dt.datetime.fromtimestamp(start + i * every_s):%Y/%m/%d %H:%M:%S.%f}, 1755, {w}, 60, Active, "
              "Not Active, Not Active" for i, w in enumerate(watts)]
-    return [gpu_clock.parse_sample(line) for line in lines]
+    return [clocks.parse_sample(line) for line in lines]
 
 
 def test_sampled_power_is_integrated_over_the_window():

@@ -206,7 +206,7 @@ def test_runs_of_two_configurations_get_speedups_within_each_and_a_side_by_side_
 def test_host_offload_is_a_configuration_of_its_own_that_keeps_the_videos(tmp_path):
     """`--offload` changes the latency, not the pixels: compare tells its runs apart (a speed record without the
     key kept every weight on the GPU), and a video's reuse digest ignores it."""
-    from fsbench.harness import artifacts
+    from fsbench.harness.run import made_with as artifacts
 
     speed = {"compile": True, "gemm": "bf16", "vae": "fp32", "sdpa_priority": []}
     offloaded = {"offload": True, "host_offload": {"parts": ["text_encoder"], "pinned_bytes": 1 << 30}}

@@ -1,4 +1,4 @@
-"""harness.gpu_clock: nvidia-smi's samples parsed, gathered in the background and summarised per window (the
+"""harness.measure.clocks: nvidia-smi's samples parsed, gathered in the background and summarised per window (the
 sampler runs against a stand-in `nvidia-smi` on PATH here; the H200 runs give the real one)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fsbench.harness import gpu_clock
+from fsbench.harness.measure import clocks as gpu_clock
 
 
 def test_a_sample_line_gives_clock_power_and_the_active_reasons():

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import fsbench
 from fsbench.errors import FsbenchError
-from fsbench.harness import runner
+from fsbench.harness.run import orchestrator
 from fsbench.harness.cli import main
 
 SIZE = {"height": 32, "width": 32, "num_frames": 5, "steps": 3}
@@ -19,12 +19,12 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def spec():
-    return runner.prepare("tiny", "mlperf", "bf16", None, 1, None, SIZE)
+    return orchestrator.prepare("tiny", "mlperf", "bf16", None, 1, None, SIZE)
 
 
 @pytest.fixture(scope="module")
 def pipe(spec):
-    pipe = runner.load_pipeline(spec, CPU)
+    pipe = orchestrator.load_pipeline(spec, CPU)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
@@ -108,7 +108,7 @@ def registry():
 
 
 def test_kernels_are_diffusers_attention_backends(registry, spec, pipe, one_thread):
-    from fsbench.harness import diffusers_backends
+    from fsbench.harness.precision import diffusers_backends
 
     assert diffusers_backends.register() == ["fsbench_mxfp8", "fsbench_mxfp6", "fsbench_mxfp4"]
     q, k, v = (torch.randn(1, 24, 2, 32, generator=torch.Generator().manual_seed(i)) for i in range(3))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from fsbench.harness import submission
+from fsbench.harness.mlperf import submission
 from fsbench.harness.cli import main
-from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]

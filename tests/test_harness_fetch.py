@@ -46,7 +46,7 @@ def test_a_latent_that_is_not_mlperfs_file_is_not_kept(shared_data, tmp_path, mo
 
 
 def test_the_latent_check_computes_the_id_git_gives_the_file(tmp_path):
-    from fsbench.harness.dataset import git_blob_id
+    from fsbench.harness.run.dataset import git_blob_id
 
     data = bytes(range(256)) * 1000 + b"\0tail"
     (tmp_path / "f").write_bytes(data)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.loadgen_driver import LoadgenOptions, build_test_settings, run_test
+from fsbench.harness.mlperf.loadgen import LoadgenOptions, build_test_settings, run_test
 
 
 def _fake_generate(calls: list[int], seconds: float = 0.002):

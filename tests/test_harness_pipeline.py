@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import dataset, pipeline, runner
-from fsbench.harness.attention import Capture, SelfAttentionRouter
-from fsbench.harness.presets import build_settings
-from fsbench.harness.schedule import load as load_schedule
+from fsbench.harness.model import pipeline
+from fsbench.harness.run import dataset, orchestrator
+from fsbench.harness.precision.router import Capture, SelfAttentionRouter
+from fsbench.harness.run.presets import build_settings
+from fsbench.harness.precision.schedule import load as load_schedule
 
 SMALL = dict(height=32, width=32, num_frames=5, steps=4)
 
@@ -20,15 +21,15 @@ SMALL = dict(height=32, width=32, num_frames=5, steps=4)
 def tiny():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    spec = runner.prepare("tiny", "mlperf", "bf16", None, None, None, SMALL)
-    pipe = runner.load_pipeline(spec, torch.device("cpu"))
+    spec = orchestrator.prepare("tiny", "mlperf", "bf16", None, None, None, SMALL)
+    pipe = orchestrator.load_pipeline(spec, torch.device("cpu"))
     pipe.set_progress_bar_config(disable=True)
     yield spec, pipe
     torch.set_num_threads(threads)
 
 
 def _frames(pipe, spec, router=None) -> np.ndarray:
-    return runner.VideoGenerator(pipe, spec, None, router, reuse=False).frames(0)
+    return orchestrator.VideoGenerator(pipe, spec, None, router, reuse=False).frames(0)
 
 
 def test_presets_follow_the_mlperf_reference_and_tiny_runs_small():

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from fsbench.harness.cli import main
-from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]
@@ -60,7 +60,7 @@ def test_single_stream_and_offline_performance_runs_are_valid(finished_run):
 def test_manifest_records_settings_schedule_prompts_and_latent(finished_run):
     import torch
 
-    from fsbench.harness.dataset import latent_sha256
+    from fsbench.harness.run.dataset import latent_sha256
 
     run, _ = finished_run
     manifest = load_manifest(run)
@@ -135,11 +135,11 @@ def test_bad_input_is_one_clear_line_and_exit_2_and_finished_results_survive(fin
 
 
 def test_a_failure_mid_run_keeps_finished_videos_and_leaves_no_temp_files(tmp_path, monkeypatch, one_thread):
-    from fsbench.harness import runner
+    from fsbench.harness.run import orchestrator
 
     run = tmp_path / "crash"
     made = []
-    real_frames = runner.VideoGenerator.frames
+    real_frames = orchestrator.VideoGenerator.frames
 
     def frames(self, index):
         if made:
@@ -147,7 +147,7 @@ def test_a_failure_mid_run_keeps_finished_videos_and_leaves_no_temp_files(tmp_pa
         made.append(index)
         return real_frames(self, index)
 
-    monkeypatch.setattr(runner.VideoGenerator, "frames", frames)
+    monkeypatch.setattr(orchestrator.VideoGenerator, "frames", frames)
     with pytest.raises(RuntimeError, match="device lost"):
         fsbench("run", "--mode", "accuracy", "--scenario", "Offline", "--out", run, *SMALL)
     files = [p for p in run.rglob("*") if p.is_file()]
@@ -161,25 +161,25 @@ def test_git_commit_names_the_checkout_or_the_commit_a_remote_copy_is_given(monk
     import re
     import shutil
 
-    from fsbench.harness import results
+    from fsbench.harness.run import writer
 
     monkeypatch.delenv("FSBENCH_COMMIT", raising=False)
-    here = results.git_commit()
+    here = writer.git_commit()
     if shutil.which("git") and here is not None:
         assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", here)
     monkeypatch.setenv("FSBENCH_COMMIT", "18c5f62")
-    assert results.git_commit() == "18c5f62"
+    assert writer.git_commit() == "18c5f62"
 
 
 def test_provenance_names_the_command_as_typed_the_commit_device_and_date(monkeypatch):
     import datetime as dt
     import sys
 
-    from fsbench.harness import results
+    from fsbench.harness.run import writer
 
     monkeypatch.setenv("FSBENCH_COMMIT", "93be201")
     monkeypatch.setattr(sys, "argv", ["/x/harness/__main__.py", "kernels", "bench", "--rows", "a b"])
-    header = results.provenance("NVIDIA H200")
+    header = writer.provenance("NVIDIA H200")
     assert header["command"] == "fsbench kernels bench --rows 'a b'"
     assert header["git_commit"] == "93be201" and header["device"] == "NVIDIA H200"
     assert header["versions"]["torch"] and header["versions"]["python"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.schedule import builtin_names, load, parse_spec
+from fsbench.harness.precision.schedule import builtin_names, load, parse_spec
 
 
 def test_builtins_are_the_five_documented_schedules():

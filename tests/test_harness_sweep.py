@@ -9,9 +9,9 @@ from pathlib import Path
 import imageio.v3 as iio
 from click.testing import CliRunner
 
-from fsbench.harness import runner
+from fsbench.harness.run import orchestrator
 from fsbench.harness.cli import main
-from fsbench.harness.tiny import TINY_PROMPTS
+from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2"]
@@ -27,7 +27,7 @@ def test_sweep_survives_ctrl_c_and_resumes_without_regenerating(tmp_path, monkey
     out = tmp_path / "sweep"
     args = ["sweep", "--schedules", f"bf16,{edges}", "--out", str(out), *SMALL]
     started = []
-    real_frames = runner.VideoGenerator.frames
+    real_frames = orchestrator.VideoGenerator.frames
 
     def frames(self, index):
         started.append(index)
@@ -36,7 +36,7 @@ def test_sweep_survives_ctrl_c_and_resumes_without_regenerating(tmp_path, monkey
         return real_frames(self, index)
 
     with monkeypatch.context() as patch:
-        patch.setattr(runner.VideoGenerator, "frames", frames)
+        patch.setattr(orchestrator.VideoGenerator, "frames", frames)
         interrupted = CliRunner().invoke(main, args)
     assert interrupted.exit_code == 1 and "finishing the current video" in interrupted.stderr
     first = out / "bf16" / "videos"

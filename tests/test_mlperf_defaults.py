@@ -15,10 +15,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fsbench.harness import dataset, test04
+from fsbench.harness.mlperf import compliance as test04
+from fsbench.harness.run import dataset
 from fsbench.harness.cli import main
-from fsbench.harness.loadgen_driver import SCENARIOS
-from fsbench.harness.presets import build_settings
+from fsbench.harness.mlperf.loadgen import SCENARIOS
+from fsbench.harness.run.presets import build_settings
 from fsbench.rundir import BENCHMARK, load_manifest
 
 REPO = Path(__file__).resolve().parents[1]

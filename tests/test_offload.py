@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import offload
+from fsbench.harness.model import offload
 
 
 def _maps_hold(address: int) -> bool:

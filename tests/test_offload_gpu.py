@@ -14,8 +14,9 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from fsbench.harness import offload, runner  # noqa: E402
-from fsbench.harness.attention import SelfAttentionRouter  # noqa: E402
+from fsbench.harness.model import offload  # noqa: E402
+from fsbench.harness.run import orchestrator
+from fsbench.harness.precision.router import SelfAttentionRouter  # noqa: E402
 from fsbench.harness.cli import main  # noqa: E402
 from fsbench.rundir import load_manifest  # noqa: E402
 from weight_bytes import weight_bytes  # noqa: E402
@@ -27,7 +28,7 @@ def _video(pipe, spec, router, index=0):
     """(frames, GPU memory allocated when the video starts)."""
     torch.cuda.synchronize()
     held = torch.cuda.memory_allocated()
-    generator = runner.VideoGenerator(pipe, spec, None, router, reuse=False)
+    generator = orchestrator.VideoGenerator(pipe, spec, None, router, reuse=False)
     with generator.profiler.video(index):
         frames = generator.frames(index)
     return frames, held
@@ -35,8 +36,8 @@ def _video(pipe, spec, router, index=0):
 
 @pytest.fixture(scope="module")
 def tiny():
-    spec = runner.prepare("tiny", "mlperf", "mxfp8:0-1;bf16:*", None, None, None, SHAPE)
-    pipe = runner.load_pipeline(spec, torch.device("cuda"))
+    spec = orchestrator.prepare("tiny", "mlperf", "mxfp8:0-1;bf16:*", None, None, None, SHAPE)
+    pipe = orchestrator.load_pipeline(spec, torch.device("cuda"))
     pipe.set_progress_bar_config(disable=True)
     router = SelfAttentionRouter(spec.schedule)
     router.install(pipe)

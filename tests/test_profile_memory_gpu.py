@@ -9,24 +9,24 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from fsbench.harness import runner  # noqa: E402
-from fsbench.harness.attention import SelfAttentionRouter  # noqa: E402
-from fsbench.harness.profile import MEMORY_PHASES, Profiler, format_table  # noqa: E402
+from fsbench.harness.run import orchestrator  # noqa: E402
+from fsbench.harness.precision.router import SelfAttentionRouter  # noqa: E402
+from fsbench.harness.measure.profile import MEMORY_PHASES, Profiler, format_table  # noqa: E402
 from weight_bytes import weight_bytes  # noqa: E402
 
 SHAPE = dict(height=64, width=64, num_frames=9, steps=2)
 
 
 def test_each_phase_peak_holds_the_weights_and_the_decode_peak_the_decoded_video_too():
-    spec = runner.prepare("tiny", "mlperf", "bf16:*", None, None, None, SHAPE)
-    pipe = runner.load_pipeline(spec, torch.device("cuda"))
+    spec = orchestrator.prepare("tiny", "mlperf", "bf16:*", None, None, None, SHAPE)
+    pipe = orchestrator.load_pipeline(spec, torch.device("cuda"))
     pipe.set_progress_bar_config(disable=True)
     router = SelfAttentionRouter(spec.schedule)
     router.install(pipe)
     profiler = Profiler(pipe.device)
     profiler.install(pipe, router)
     try:
-        generator = runner.VideoGenerator(pipe, spec, None, router, reuse=False, profiler=profiler)
+        generator = orchestrator.VideoGenerator(pipe, spec, None, router, reuse=False, profiler=profiler)
         with profiler.video(0):
             frames = generator.frames(0)
     finally:

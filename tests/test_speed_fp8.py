@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from fsbench.eval.fidelity import psnr, ssim
-from fsbench.harness import fp8_linear, runner
-from fsbench.harness.fp8_linear import Fp8Linear
+from fsbench.harness.model import fp8_linear
+from fsbench.harness.run import orchestrator
+from fsbench.harness.model.fp8_linear import Fp8Linear
 
 
 def _e4m3_grid() -> torch.Tensor:
@@ -84,14 +85,14 @@ SMALL = dict(height=32, width=32, num_frames=5, steps=2)
 def test_fp8_gemms_cost_little_fidelity_on_the_tiny_video(one_thread):
     """The tiny model (float32 on a CPU) with FP8 block GEMMs against the same schedule unquantized:
     same video up to quantization noise (PSNR/SSIM through eval.fidelity's public functions)."""
-    spec = runner.prepare("tiny", "mlperf", "bf16", None, 1, None, SMALL)
-    pipe = runner.load_pipeline(spec, torch.device("cpu"))
+    spec = orchestrator.prepare("tiny", "mlperf", "bf16", None, 1, None, SMALL)
+    pipe = orchestrator.load_pipeline(spec, torch.device("cpu"))
     pipe.set_progress_bar_config(disable=True)
-    reference = runner.VideoGenerator(pipe, spec, None, None, reuse=False).frames(0)
+    reference = orchestrator.VideoGenerator(pipe, spec, None, None, reuse=False).frames(0)
     record = fp8_linear.convert([pipe.transformer, pipe.transformer_2])
     assert record["linears_converted"] == 2 * 2 * 10 and not record["linears_skipped"]
     assert type(pipe.transformer.condition_embedder.time_proj) is nn.Linear  # embeddings stay unquantized
-    test = runner.VideoGenerator(pipe, spec, None, None, reuse=False).frames(0)
+    test = orchestrator.VideoGenerator(pipe, spec, None, None, reuse=False).frames(0)
     ref8, test8 = ((f * 255).round().astype(np.uint8) for f in (reference, test))
     scores = [(psnr(r, t), ssim(r, t)) for r, t in zip(ref8, test8)]
     mean_psnr, mean_ssim = np.mean([s[0] for s in scores]), np.mean([s[1] for s in scores])

@@ -9,10 +9,11 @@ import torch
 from click.testing import CliRunner
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import runner, speed
-from fsbench.harness.attention import SelfAttentionRouter
+from fsbench.harness.model import options as speed
+from fsbench.harness.run import orchestrator
+from fsbench.harness.precision.router import SelfAttentionRouter
 from fsbench.harness.cli import main
-from fsbench.harness.profile import Profiler, format_table
+from fsbench.harness.measure.profile import Profiler, format_table
 from fsbench.rundir import load_manifest
 
 SMALL = dict(height=32, width=32, num_frames=5, steps=2)
@@ -22,15 +23,15 @@ SMALL = dict(height=32, width=32, num_frames=5, steps=2)
 def tiny():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    spec = runner.prepare("tiny", "mlperf", "mxfp8:0;bf16:*", None, None, None, SMALL)
-    pipe = runner.load_pipeline(spec, torch.device("cpu"))
+    spec = orchestrator.prepare("tiny", "mlperf", "mxfp8:0;bf16:*", None, None, None, SMALL)
+    pipe = orchestrator.load_pipeline(spec, torch.device("cpu"))
     pipe.set_progress_bar_config(disable=True)
     yield spec, pipe
     torch.set_num_threads(threads)
 
 
 def _frames(pipe, spec, router, profiler=None, index=0) -> np.ndarray:
-    generator = runner.VideoGenerator(pipe, spec, None, router, reuse=False, profiler=profiler)
+    generator = orchestrator.VideoGenerator(pipe, spec, None, router, reuse=False, profiler=profiler)
     with generator.profiler.video(index):
         return generator.frames(index)
 
@@ -211,7 +212,7 @@ def test_run_compile_with_inductor_makes_the_eager_video(tmp_path, one_thread):
 def test_capture_records_every_call_inside_compiled_blocks_as_it_does_eagerly(tiny, tmp_path):
     """The op's body runs eagerly inside the graphs, so a Capture sees each call's step, layer, expert, CFG
     pass, format and statistics with compiled blocks exactly as without them."""
-    from fsbench.harness.attention import Capture
+    from fsbench.harness.precision.router import Capture
 
     spec, pipe = tiny
     records = []

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from fsbench.errors import FsbenchError
-from fsbench.harness import accuracy_log, system_desc
-from fsbench.harness.submission_rules import SYSTEM_KEYS, SYSTEM_TRUTHY
+from fsbench.harness.mlperf import accuracy_log, system as system_desc
+from fsbench.harness.mlperf.rules import SYSTEM_KEYS, SYSTEM_TRUTHY
 
 
 def accuracy_json(entries: int) -> bytes:

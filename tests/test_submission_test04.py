@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fsbench.harness import loadgen_driver, test04
-from fsbench.harness.submission_rules import read_mllog
+from fsbench.harness.mlperf import compliance as test04, loadgen
+from fsbench.harness.mlperf.rules import read_mllog
 
 TOTAL = 248
 
@@ -18,9 +18,9 @@ def loadgen_run(out: Path, delay_s: float, audit: bool = False, count: int = 64)
     """A SingleStream performance run of a SUT that answers after `delay_s`; returns the issued sample indices."""
     import mlperf_loadgen as lg
 
-    opts = loadgen_driver.LoadgenOptions("SingleStream", "performance", count=count, time_s=0,
+    opts = loadgen.LoadgenOptions("SingleStream", "performance", count=count, time_s=0,
                                          target_latency_ms=max(delay_s * 1000, 1))
-    settings = loadgen_driver.build_test_settings(opts, TOTAL)
+    settings = loadgen.build_test_settings(opts, TOTAL)
     out.mkdir(parents=True, exist_ok=True)
     audit_config = ""
     if audit:

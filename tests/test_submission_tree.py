@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fsbench.harness import accuracy_log
+from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.cli import main
-from fsbench.harness.submission_rules import (
+from fsbench.harness.mlperf.rules import (
     AUDIT_VIDEOS,
     SYSTEM_KEYS,
     SYSTEM_TRUTHY,
@@ -304,7 +304,7 @@ def test_runs_split_over_folders_package_into_one_tree_and_repackaging_replaces_
 def test_test04_logs_are_packaged_with_their_verify_performance_verdict(tiny_run, tmp_path):
     from test_submission_test04 import loadgen_run
 
-    from fsbench.harness.submission import test04_dir
+    from fsbench.harness.mlperf.submission import test04_dir
 
     run = tmp_path / "with-test04"
     shutil.copytree(tiny_run, run)
@@ -326,7 +326,7 @@ def test_test04_logs_are_packaged_with_their_verify_performance_verdict(tiny_run
 
 
 def test_packaging_removes_the_staging_a_killed_job_left_and_keeps_a_live_ones(tiny_run, tmp_path):
-    from fsbench.harness.submission import STAGING_PREFIX
+    from fsbench.harness.mlperf.submission import STAGING_PREFIX
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     root = tmp_path / "root"

@@ -5,7 +5,7 @@ committed kernel again (the gap between the two committed timings bounds the noi
 rounds, one warm-up and one timed call of every kernel per round, so that a drift of the clocks over the run
 (thermal, power) falls on every kernel alike. Each output is compared bit for bit with the committed kernel's.
 With --clock-seconds, each kernel then also runs back to back for that long while nvidia-smi samples the SM clock
-and power (`harness.gpu_clock`): the H200 holds its 700 W cap, so a variant can gain clock instead of cycles.
+and power (`harness.measure.clocks`): the H200 holds its 700 W cap, so a variant can gain clock instead of cycles.
 A variant is a copy of fsbench/kernels/hopper/gluon_fused.py with the change, kept outside the repository, or
 with --old-tree the Gluon kernel of an extracted older tree (`git archive COMMIT fsbench | tar -x -C DIR`): its
 `attention_kernel` takes the same launch, so a refactor is checked for identical output and speed in one process.
@@ -22,7 +22,7 @@ import statistics
 
 import click
 
-from fsbench.harness.results import provenance
+from fsbench.harness.run.writer import provenance
 
 CONFIGS = {  # name: (fmt, options)
     "fused-mxfp8": ("mxfp8", {}),
@@ -100,7 +100,7 @@ def _ab_shape(shape: str, config_names: str, candidates: list, repeats: int, clo
     """Every configuration at one shape into `results`, saved after each (a run cut short keeps what it timed)."""
     import torch
 
-    from fsbench.harness import gpu_clock
+    from fsbench.harness.measure import clocks as gpu_clock
     from fsbench.kernels.hopper.launch import GLUON_KERNEL, triton_attention
     from fsbench.kernels.tools.bench import time_ms
 

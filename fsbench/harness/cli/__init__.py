@@ -1,0 +1,72 @@
+"""The `fsbench` command line: one click group; each subcommand family lives in its own module of this package,
+which defines its commands and knows nothing of this group."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from fsbench import __version__
+from fsbench.errors import FsbenchError
+from fsbench.harness.cli import doctor, evaluate, kernels as cli_kernels, run as cli_run, submission as cli_submission
+from fsbench.harness.run import logs
+
+
+class _Fsbench(click.Group):
+    """Turns user errors (FsbenchError, ValueError, a file that cannot be read or written, and click's own usage
+    errors) into one line on stderr and exit code 2, and keeps the arguments for the run's log file."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        argv = list(args)
+        ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta[logs.ARGV] = argv
+        return ctx
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (FsbenchError, ValueError) as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            _fail(f"{exc.filename}: {exc.strerror or exc}")
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except _NoArgsIsHelp as exc:  # `fsbench` or a group alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+_NoArgsIsHelp = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"fsbench: error: {' '.join(message.split())}", err=True)
+    sys.exit(code)
+
+
+@click.group(cls=_Fsbench)
+@click.version_option(__version__, prog_name="fsbench")
+@click.option("-v", "--verbose", count=True, help="Say more: -v info lines, -vv debug.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and results: no progress bars, no warnings.")
+def main(verbose: int, quiet: bool) -> None:
+    """fsbench: MLPerf-style Wan2.2 text-to-video benchmark with Fused-Softmax attention."""
+    logs.configure(verbose, quiet)
+
+
+for _command in (cli_run.run, cli_run.sweep, cli_run.schedules, evaluate.eval_cmd, evaluate.compare,
+                 cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd):
+    main.add_command(_command)

@@ -1,0 +1,60 @@
+"""`fsbench submission`: package runs as an MLPerf v6.1 submission tree, or pre-flight an existing tree."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fsbench.errors import FsbenchError
+from fsbench.harness.cli import params
+from fsbench.harness.mlperf.rules import Problem
+
+
+def _print(problems: list[Problem]) -> int:
+    """Print every problem, errors first; returns the number of errors."""
+    ordered = sorted(problems, key=lambda p: (p.severity != "error", p.where))
+    for problem in ordered:
+        click.echo(str(problem), err=problem.severity == "error")
+    return sum(p.severity == "error" for p in problems)
+
+
+@click.command()
+@click.option("--runs", "runs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Run folder(s) written by `fsbench run` (repeat --runs, or list them after one --runs).")
+@click.option("--out", type=params.OutPath(file_okay=False), help="Submission root (ROOT).")
+@click.option("--division", type=click.Choice(["open", "closed"]), default="open", show_default=True)
+@click.option("--submitter", type=params.NAME, help="Organisation name (the folder under the division).")
+@click.option("--system", type=params.NAME, help="System name (systems/<system>.json and results/<system>/).")
+@click.option("--system-toml", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="TOML file whose `key = value` lines override the detected system description.")
+@click.option("--check", "check_root", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Only run the pre-flight on an existing submission ROOT and print every problem.")
+@click.argument("more_runs", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+def submission(runs: tuple[Path, ...], out: Path | None, division: str, submitter: str | None, system: str | None,
+               system_toml: Path | None, check_root: Path | None, more_runs: tuple[Path, ...]) -> None:
+    """Assemble ROOT/<division>/<submitter>/ from RUN folders (refused, with every failing rule, when the
+    tree could not pass the MLPerf checker), or with --check ROOT only report on an existing tree."""
+    from fsbench.harness.mlperf import rules
+
+    if check_root is not None:
+        problems = rules.check(check_root)
+        errors = _print(problems)
+        if errors:
+            raise FsbenchError(f"{errors} error(s) in {check_root}: fix them (each line says how) and rerun "
+                               "`fsbench submission --check`")
+        click.echo(f"{check_root}: no errors ({len(problems)} warning(s))")
+        return
+    from fsbench.harness.mlperf import submission as builder
+
+    all_runs = [*runs, *more_runs]
+    missing = [flag for flag, value in (("--runs", all_runs), ("--out", out), ("--submitter", submitter),
+                                        ("--system", system)) if not value]
+    if missing:
+        raise FsbenchError(f"missing {', '.join(missing)}: e.g. fsbench submission --runs RUN --out ROOT "
+                           "--division open --submitter ORG --system NAME")
+    report = builder.assemble(all_runs, out, division, submitter, system, system_toml)
+    errors = _print(report.problems)
+    if not report.written:
+        raise FsbenchError(f"submission not written: the {errors} error(s) above fail the {division} division; "
+                           "fix the runs and package again")
+    click.echo(f"submission: {report.path} ({len(report.problems)} warning(s))")

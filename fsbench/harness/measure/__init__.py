@@ -1,0 +1,1 @@
+"""Measurement: profile hooks, energy and GPU clocks."""

@@ -1,0 +1,1 @@
+"""Precision schedules and the attention router that applies them to every self-attention."""

@@ -1,0 +1,87 @@
+"""What each video of a run folder was made with, so a resumed run reuses only what it would make itself.
+
+For every video `RUN/videos/<prompt>-0.mp4` a sidecar `RUN/made_with/<prompt>-0.mp4.json` records the digest of
+every setting that shapes its pixels (model, generation settings and latent, schedule, kernel choice, GEMM and VAE
+precision), the sha256 of the file and the kernels that ran. A video is reused only when its sidecar's digest is
+the run's and the file still has that sha256 (it decoded to the expected frames and size when it was written);
+anything else (a truncated file, another --vae, no sidecar) is generated again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from fsbench import rundir
+from fsbench.harness.run import writer
+from fsbench.kernels.registry import AUTO
+
+
+def made_with(model: str, settings: Mapping[str, Any], latent_sha256: str, schedule_spec: str, impl: str,
+              speed: Mapping[str, Any] | None) -> str:
+    """The digest of the settings that shape a video's pixels; a bf16 kernel other than SDPA (`--bf16-impl`) joins
+    them only where chosen, so the digests of runs made before the option existed stay as they were."""
+    pixels = {k: (speed or {}).get(k) for k in rundir.PIXEL_KEYS}
+    if (speed or {}).get("bf16_impl", AUTO) != AUTO:
+        pixels["bf16_impl"] = speed["bf16_impl"]
+    record = {"model": model, "settings": dict(settings), "latent": latent_sha256, "schedule": schedule_spec,
+              "impl": impl, "speed": pixels}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def sidecar(video: Path) -> Path:
+    """Outside videos/, which keeps MLPerf's layout (one mp4 per prompt) for the tools that list it."""
+    return rundir.made_with_dir(video.parent.parent) / f"{video.name}.json"
+
+
+def probe(video: Path) -> tuple[int, int, int]:
+    """(frames, height, width) of `video` as decoded; ValueError naming the file when it does not decode."""
+    import imageio.v3 as iio
+
+    frames, shape = 0, (0, 0)
+    try:
+        for frames, frame in enumerate(iio.imiter(video, plugin="FFMPEG"), start=1):
+            shape = frame.shape[:2]
+    except Exception as exc:  # noqa: BLE001 - ffmpeg reports a damaged file in many ways
+        raise ValueError(f"{video} does not decode ({type(exc).__name__}: {str(exc)[:120]})") from exc
+    if not frames:
+        raise ValueError(f"{video} holds no video frames")
+    return frames, int(shape[0]), int(shape[1])
+
+
+def record(video: Path, digest: str, expected: tuple[int, int, int], kernels: Mapping[str, str]) -> None:
+    """Check the video just written decodes to `expected` (frames, height, width), then write its sidecar."""
+    found = probe(video)
+    if found != expected:
+        raise RuntimeError(f"{video} decodes to {found} (frames, height, width), not {expected}")
+    writer.atomic_write_text(sidecar(video), json.dumps(
+        {"made_with": digest, "sha256": rundir.file_sha256(video), "frames": found[0], "height": found[1],
+         "width": found[2], "attention_kernels": dict(sorted(kernels.items()))}, indent=1) + "\n")
+
+
+def reusable(video: Path, digest: str) -> bool:
+    """Whether `video` exists, was made with the settings `digest` and is byte for byte what was then written."""
+    info = _read(video)
+    if not info or info.get("made_with") != digest or not video.is_file():
+        return False
+    return info.get("sha256") == rundir.file_sha256(video)
+
+
+def kernels_of(videos: Iterable[Path]) -> dict[str, str]:
+    """Format -> kernel over the sidecars of `videos` (what made them, reused ones included)."""
+    found: dict[str, str] = {}
+    for video in videos:
+        kernels = (_read(video) or {}).get("attention_kernels")
+        if isinstance(kernels, dict):
+            found.update({str(k): str(v) for k, v in kernels.items()})
+    return dict(sorted(found.items()))
+
+
+def _read(video: Path) -> dict[str, Any] | None:
+    try:
+        info = json.loads(sidecar(video).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
