@@ -76,8 +76,13 @@ def grouped_refusal(row: bench.Row, args: tuple[torch.Tensor, ...]) -> str | Non
             torch.cuda.synchronize()
             return None
         except Exception as exc:  # noqa: BLE001 - any refusal of grouped heads: the row then runs MHA, saying why
-            said = [str(w.message).splitlines()[0] for w in caught] + [str(exc).splitlines()[0]]
+            said = [first_line(w.message) for w in caught] + [first_line(exc)]
             return "; ".join(dict.fromkeys(said))
+
+
+def first_line(said: object) -> str:
+    """The first line of a message, or its type's name where it says nothing."""
+    return (str(said).splitlines() or [type(said).__name__])[0]
 
 
 def calibrate_shape(shape: tuple[int, int, int, int], selected: list[bench.Row], device_name: str,
@@ -101,7 +106,7 @@ def calibrate_shape(shape: tuple[int, int, int, int], selected: list[bench.Row],
             ms = bench.time_ms(row.fn, own, warmup, repeats)
         except Exception as exc:  # noqa: BLE001 - one row that cannot run at all leaves the others measured
             logging.getLogger("fsbench").warning("calibration row %s failed at %s: %s", row.name, shape,
-                                                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                                                 first_line(exc))
             continue
         med = statistics.median(ms)
         kind = precision(row.name)
