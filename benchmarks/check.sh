@@ -12,4 +12,4 @@ fi
 out=$(realpath -m "$2")
 shift 2
 mkdir -p "$out"
-"${PYTHON:-python3}" -m fsbench kernels check --engine gluon --json "$out/check_gluon.json" "$@"
+"${PYTHON:-python3}" -m fsbench kernels check --impl gluon --json "$out/check_gluon.json" "$@"

@@ -247,8 +247,9 @@ def ab(sources: list[Source]) -> tuple[list[str], Rows]:
                 (variant,) = [k for k in runs if not k.startswith("committed")]
                 before, after = runs["committed"]["tflops"], runs["committed-again"]["tflops"]
                 change = runs[variant]["tflops"] / ((before + after) / 2) - 1
-                rows.append([variant, f"({shape})", config, f"{before:.1f}, {after:.1f}", f"{runs[variant]['tflops']:.1f}",
-                             f"{change:+.1%}", "yes" if all(r["bit_identical"] for r in runs.values()) else "no"])
+                rows.append([variant, f"({shape})", config, f"{before:.1f}, {after:.1f}",
+                             f"{runs[variant]['tflops']:.1f}", f"{change:+.1%}",
+                             "yes" if all(r["bit_identical"] for r in runs.values()) else "no"])
     return header, rows
 
 

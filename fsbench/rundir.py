@@ -22,7 +22,7 @@ The manifest's keys (all JSON):
 - `settings`: height, width, num_frames, fps, steps, guidance_scale, guidance_scale_2, boundary_ratio,
   flow_shift, seed, negative_prompt, preset, latent_sha256 (of the float32 values)
 - `latent`: {file ("latent.pt", relative to RUN), source ("seed 42" or the file read: --latent, or
-  $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at 720x1280x81), shape, file_sha256 and git_blob (of the file
+  the data folder's fixed_latent.pt for the mlperf preset at 720x1280x81), shape, file_sha256 and git_blob (of the file
   read; null when seeded), official (true for MLPerf's fixed_latent.pt, git blob 7c88cf35...)}
 - `schedule`: {name, spec (canonical rule string), by_step (format label of every step)}
 - `prompts`: {file (path or "builtin:tiny"), sha256 (of the prompts joined with newlines), count, texts (the

@@ -1,6 +1,6 @@
 """Download the MLPerf text-to-video data on a connected machine: the 248 VBench prompts (sha256 checked)
-and the fixed initial latent (git blob id checked), into $FSBENCH_DATA or --out. Files are written atomically,
-and only once verified."""
+and the fixed initial latent (git blob id checked), into the data folder fsbench reads ($FSBENCH_DATA, else
+$XDG_CACHE_HOME/fsbench) or --out. Files are written atomically, and only once verified."""
 from __future__ import annotations
 
 import hashlib
@@ -11,6 +11,7 @@ import click
 
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB, LATENT_SHAPE, git_blob_id
 from fsbench.harness.run.writer import atomic_write
+from fsbench.paths import data_dir
 
 COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"  # mlcommons/inference, as the reference runs it
 BASE = f"https://github.com/mlcommons/inference/raw/{COMMIT}/text_to_video/wan-2.2-t2v-a14b/data/"
@@ -23,8 +24,8 @@ def fetch(name: str) -> bytes:
 
 
 @click.command()
-@click.option("--out", type=click.Path(path_type=Path), envvar="FSBENCH_DATA", required=True,
-              help="Data folder [default: $FSBENCH_DATA].")
+@click.option("--out", type=click.Path(path_type=Path), default=data_dir, show_default="$FSBENCH_DATA, else "
+              "$XDG_CACHE_HOME/fsbench", help="Data folder.")
 @click.option("--skip-latent", is_flag=True, help="Fetch only the prompts.")
 def main(out: Path, skip_latent: bool) -> None:
     """vbench_prompts.txt (sha256 verified) and fixed_latent.pt (git blob id and shape verified)."""
@@ -44,7 +45,7 @@ def main(out: Path, skip_latent: bool) -> None:
                                    f"pointer, or another file?): download it by hand from {BASE}{LATENT_FILE}")
     path = atomic_write(out / LATENT_FILE, lambda tmp: tmp.write_bytes(latent))
     click.echo(f"{path}: MLPerf's initial latent {LATENT_SHAPE}, git blob {blob} verified; the mlperf preset reads "
-               "it from $FSBENCH_DATA")
+               "it from there" + ("" if out == data_dir() else f" with FSBENCH_DATA={out}"))
 
 
 if __name__ == "__main__":

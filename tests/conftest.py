@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -12,8 +11,11 @@ import pytest
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The shared MLPerf data folder ($FSBENCH_DATA; tests needing it skip when it is absent)."""
-    path = Path(os.environ.get("FSBENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    """The MLPerf data folder the product reads ($FSBENCH_DATA, which scripts/test.sh sets, else the user cache
+    folder); tests needing it skip when it is absent."""
+    from fsbench.paths import data_dir
+
+    path = data_dir()
     if not (path / "vbench_prompts.txt").is_file():
         pytest.skip(f"no vbench_prompts.txt under {path}; set FSBENCH_DATA")
     return path

@@ -30,7 +30,8 @@ def test_a_bf16_kernel_that_cannot_run_here_is_refused_in_one_line_before_the_mo
     result = CliRunner().invoke(main, ["run", "--schedule", "bf16", "--bf16-impl", registry.FA3, "--out", str(run),
                                        *SMALL])
     assert result.exit_code == 2, result.output
-    assert result.output.strip().splitlines()[-1].startswith("fsbench: error: --bf16-impl fa3: impl='fa3' runs on a CUDA")
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("fsbench: error: --bf16-impl fa3: impl='fa3' runs on a CUDA")
     assert not (run / "manifest.json").exists()
 
 

@@ -62,7 +62,7 @@ def _bases(files: dict[str, str], tmp: Path) -> dict[str, dict[str, list[str]]]:
         "kernels ablation": {"--device": ["cuda"], "--formats": ["bogus"], "--shape": ["0,0,0,0"]},
         "kernels ablation-merge": {"parts": [files["garbage.json"]], "--out": [str(tmp / "merged.json")]},
         "kernels bench": {"--rows": ["no-such-row"], "--repeats": ["0"]},
-        "kernels check": {"--engine": ["nope"], "--formats": ["mxfp8,mxfp8"]},
+        "kernels check": {"--impl": ["nope"], "--formats": ["mxfp8,mxfp8"]},
         "submission": {"--runs": [empty], "--division": ["nope"]},
     }
 

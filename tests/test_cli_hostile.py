@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from fsbench.eval.runs import Run
-from fsbench.harness.run import writer as results
 from fsbench.harness.cli import main
 from fsbench.harness.model.synthetic import TINY_PROMPTS
+from fsbench.harness.run import writer as results
 from fsbench.rundir import load_manifest
 
 from eval_runs import SETTINGS, constant_video, make_run

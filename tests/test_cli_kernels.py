@@ -74,14 +74,14 @@ def test_bench_refuses_unknown_rows_by_name():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without a GPU")
-@pytest.mark.parametrize("args", [["check", "--engine", "gluon"], ["bench", "--rows", "gluon-fused-mxfp8"]])
+@pytest.mark.parametrize("args", [["check", "--impl", "gluon"], ["bench", "--rows", "gluon-fused-mxfp8"]])
 def test_kernel_commands_say_in_one_line_that_they_need_a_hopper_gpu(args):
     result = CliRunner().invoke(main, ["kernels", *args])
     assert result.exit_code == 2 and "sm_90" in result.output
 
 
 def test_check_refuses_an_unknown_engine():
-    result = CliRunner().invoke(main, ["kernels", "check", "--engine", "cuda"])
+    result = CliRunner().invoke(main, ["kernels", "check", "--impl", "cuda"])
     assert result.exit_code == 2 and "gluon" in result.output
 
 

@@ -22,10 +22,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from fsbench.harness.mlperf import loadgen
 from fsbench.harness.parallel import team as distributed
-from fsbench.harness.run import orchestrator
 from fsbench.harness.precision.router import SelfAttentionRouter
+from fsbench.harness.run import orchestrator
 
 SMALL = {"height": 64, "width": 64, "num_frames": 9, "steps": 2}
 SCHEDULES = ("bf16", "mxfp4", "mxfp8")
@@ -49,10 +48,8 @@ def _worker(rank: int, layout: distributed.Layout, port: int, schedules: tuple[s
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=layout.processes, timeout=datetime.timedelta(seconds=60))
     try:
-        opts = loadgen.LoadgenOptions("SingleStream", "accuracy")
-        team = distributed.Team(distributed.Job(_spec("bf16"), opts, Path("."), "test", "auto", layout), rank,
-                                torch.device("cpu"))
-        pipe = orchestrator.load_pipeline(team.job.spec, torch.device("cpu"))
+        team = distributed.Ranks(layout, "SingleStream", rank, torch.device("cpu"))
+        pipe = orchestrator.load_pipeline(_spec("bf16"), torch.device("cpu"))
         team.parallelize(pipe)
         for name in schedules:
             spec = _spec(name)

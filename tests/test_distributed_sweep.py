@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fsbench.harness.run import orchestrator
 from fsbench.harness.cli import main
 from fsbench.harness.model.synthetic import TINY_PROMPTS
+from fsbench.harness.run import orchestrator
 from fsbench.rundir import load_manifest
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "2", "--device", "cpu"]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fsbench.harness.measure import clocks, energy
-from fsbench.harness.measure.profile import energy_summary, split_joules
+from fsbench.harness.measure.profile import split_joules
+from fsbench.harness.measure.profile_report import energy_summary
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU driver is present")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from fsbench.eval import report
+from fsbench.eval import figures, report
 from fsbench.eval.runs import Run
 from fsbench.harness.cli import main
 
@@ -130,13 +130,13 @@ def test_compare_of_query_records_without_videos_gives_the_latency_and_energy_co
 
 def test_frame_grid_shows_the_chosen_frame_of_each_run(three_runs, tmp_path):
     runs = [Run.open(three_runs[s]) for s in ("bf16", "mxfp8", "hybrid")]
-    assert report.default_frame(runs) == 4  # 9-frame videos: the middle frame, not the paper's 40
-    path = report.frame_grid(runs, [PROMPTS[0]], 4, tmp_path / "grid.png")
+    assert figures.default_frame(runs) == 4  # 9-frame videos: the middle frame, not the paper's 40
+    path = figures.frame_grid(runs, [PROMPTS[0]], 4, tmp_path / "grid.png")
     grid = iio.imread(path)[..., :3].reshape(-1, 3)
     for grey in (100, 110, 120):  # each column's uniform frame appears in the picture
         assert np.any(np.all(grid == grey, axis=1))
     with pytest.raises(Exception, match="has 9 frames; frame 40 does not exist"):
-        report.frame_grid(runs, [PROMPTS[0]], 40, tmp_path / "g2.png")
+        figures.frame_grid(runs, [PROMPTS[0]], 40, tmp_path / "g2.png")
 
 
 def test_performance_falls_back_to_loadgen_logs(tmp_path):
@@ -214,7 +214,8 @@ def test_host_offload_is_a_configuration_of_its_own_that_keeps_the_videos(tmp_pa
     for name, schedule, extra in [("bf16", "bf16", {}), ("mxfp8", "mxfp8", {}),
                                   ("bf16-off", "bf16", offloaded), ("mxfp8-off", "mxfp8", offloaded)]:
         single = {"latency_p90_ns": 5e9, "valid": True, "speed": {**speed, **extra}}
-        runs.append(Run.open(make_run(tmp_path / name, schedule, {}, results={"SingleStream": {"performance": single}})))
+        results = {"SingleStream": {"performance": single}}
+        runs.append(Run.open(make_run(tmp_path / name, schedule, {}, results=results)))
     assert report.labels(runs) == ["BF16 · weights on the GPU", "MXFP8 · weights on the GPU", "BF16 · host offload",
                                    "MXFP8 · host offload"]
     digests = {artifacts.made_with("tiny", {}, "0" * 64, "mxfp8", "auto", {**speed, "offload": offload})

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 import fsbench
 from fsbench.errors import FsbenchError
-from fsbench.harness.run import orchestrator
 from fsbench.harness.cli import main
+from fsbench.harness.run import orchestrator
 
 SIZE = {"height": 32, "width": 32, "num_frames": 5, "steps": 3}
 SMALL = ["--height", "32", "--width", "32", "--frames", "5", "--steps", "3"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from fsbench.harness.mlperf import submission
 from fsbench.harness.cli import main
+from fsbench.harness.mlperf import submission
 from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.rundir import load_manifest
 

@@ -9,10 +9,10 @@ import torch
 
 from fsbench.errors import FsbenchError
 from fsbench.harness.model import pipeline
-from fsbench.harness.run import dataset, orchestrator
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
-from fsbench.harness.run.presets import build_settings
 from fsbench.harness.precision.schedule import load as load_schedule
+from fsbench.harness.run import dataset, orchestrator
+from fsbench.harness.run.presets import build_settings
 
 SMALL = dict(height=32, width=32, num_frames=5, steps=4)
 

@@ -60,6 +60,17 @@ def test_invalid_specs_say_what_is_wrong(spec, message):
         parse_spec(spec).resolve(20, 40)
 
 
+def test_a_format_the_kernels_gain_is_a_format_schedules_accept(monkeypatch):
+    from fsbench.kernels import constants
+
+    with pytest.raises(FsbenchError, match="unknown format 'nvfp4'"):
+        parse_spec("nvfp4:first2;mxfp4:*")
+    monkeypatch.setattr(constants, "FORMATS", (*constants.FORMATS, "nvfp4"))
+    resolved = parse_spec("nvfp4:first2;mxfp4:*").resolve(4, 2)
+    assert resolved.by_step() == ["nvfp4", "nvfp4", "mxfp4", "mxfp4"]
+    assert resolved.formats == ("mxfp4", "nvfp4")
+
+
 def test_unknown_name_lists_the_choices():
     with pytest.raises(FsbenchError, match="unknown schedule 'fp8'.*bf16, hybrid, mxfp4, mxfp6, mxfp8"):
         load("fp8")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from triton_interpreter import RNE_BF16, RNE_FP8, run_in_interpreter
 
 from fsbench import kernels
 from fsbench.kernels.prologue import Prologue, apply
+
+from triton_interpreter import RNE_BF16, RNE_FP8, run_in_interpreter
 
 
 def wan_tables(s: int, d: int, theta: float = 10000.0, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:

@@ -26,7 +26,7 @@ def test_cli_offers_the_registry_names_for_a_run_and_for_the_kernel_check():
     impls = _choices(main.commands["run"], "--impl")
     assert impls == registry.RUN_CHOICES
     assert set(impls) == {registry.AUTO} | {i.name for i in registry.TABLE if set(i.formats) - {"bf16"}}
-    assert _choices(main.commands["kernels"].commands["check"], "--engine") == registry.HOPPER
+    assert _choices(main.commands["kernels"].commands["check"], "--impl") == registry.HOPPER
     assert set(registry.HOPPER) == {i.name for i in registry.TABLE if i.hopper is not None} and registry.HOPPER
 
 

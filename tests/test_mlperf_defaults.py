@@ -15,10 +15,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fsbench.harness.mlperf import compliance as test04
-from fsbench.harness.run import dataset
+from fsbench.errors import FsbenchError
 from fsbench.harness.cli import main
+from fsbench.harness.mlperf import compliance as test04
 from fsbench.harness.mlperf.loadgen import SCENARIOS
+from fsbench.harness.run import dataset
 from fsbench.harness.run.presets import build_settings
 from fsbench.rundir import BENCHMARK, load_manifest
 
@@ -65,6 +66,20 @@ def test_the_mlperf_preset_starts_from_fixed_latent_pt_in_fsbench_data(tmp_path,
     assert latent.as_dict() == {"source": str(tmp_path / "fixed_latent.pt"), "shape": [1, 16, 21, 90, 160],
                                 "file_sha256": hashlib.sha256(data).hexdigest(), "git_blob": git,
                                 "official": False}
+
+
+def test_without_fsbench_data_the_data_folder_is_the_user_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("FSBENCH_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "fsbench").mkdir()
+    (tmp_path / "fsbench" / "vbench_prompts.txt").write_text("a cat\na dog\n")
+    prompts = dataset.load_prompts(None, "a14b-synthetic")
+    assert prompts.texts == ("a cat", "a dog") and prompts.source == str(tmp_path / "fsbench" / "vbench_prompts.txt")
+    assert dataset.default_latent_file(build_settings("mlperf", "a14b-synthetic")) == tmp_path / "fsbench" / \
+        "fixed_latent.pt"
+    monkeypatch.setenv("FSBENCH_DATA", str(tmp_path / "elsewhere"))
+    with pytest.raises(FsbenchError, match="elsewhere/vbench_prompts.txt not found"):
+        dataset.load_prompts(None, "a14b-synthetic")
 
 
 def test_without_the_file_the_mlperf_preset_says_so_once_and_records_the_seed(tmp_path, monkeypatch, caplog):

@@ -14,11 +14,12 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from fsbench.harness.model import offload  # noqa: E402
-from fsbench.harness.run import orchestrator
-from fsbench.harness.precision.router import SelfAttentionRouter  # noqa: E402
 from fsbench.harness.cli import main  # noqa: E402
+from fsbench.harness.model import offload  # noqa: E402
+from fsbench.harness.precision.router import SelfAttentionRouter  # noqa: E402
+from fsbench.harness.run import orchestrator  # noqa: E402
 from fsbench.rundir import load_manifest  # noqa: E402
+
 from weight_bytes import weight_bytes  # noqa: E402
 
 SHAPE = dict(height=64, width=64, num_frames=9, steps=4)

@@ -9,9 +9,11 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from fsbench.harness.run import orchestrator  # noqa: E402
+from fsbench.harness.measure.profile import MEMORY_PHASES, Profiler  # noqa: E402
+from fsbench.harness.measure.profile_report import format_table, summarize  # noqa: E402
 from fsbench.harness.precision.router import SelfAttentionRouter  # noqa: E402
-from fsbench.harness.measure.profile import MEMORY_PHASES, Profiler, format_table  # noqa: E402
+from fsbench.harness.run import orchestrator  # noqa: E402
+
 from weight_bytes import weight_bytes  # noqa: E402
 
 SHAPE = dict(height=64, width=64, num_frames=9, steps=2)
@@ -35,7 +37,7 @@ def test_each_phase_peak_holds_the_weights_and_the_decode_peak_the_decoded_video
     weights = weight_bytes(pipe.text_encoder, pipe.transformer, pipe.transformer_2, pipe.vae)
     video_fp32 = 3 * SHAPE["num_frames"] * SHAPE["height"] * SHAPE["width"] * 4
     assert frames.shape[-4:] == (SHAPE["num_frames"], SHAPE["height"], SHAPE["width"], 3)
-    summary = profiler.summary()
+    summary = summarize(profiler)
     phases = summary["peak_gpu_memory_by_phase_bytes"]
     assert tuple(phases) == MEMORY_PHASES
     assert summary["gpu_memory_held_bytes"] >= weights

@@ -39,8 +39,8 @@ def test_a_new_figure_is_a_json_and_a_line_and_its_provenance_drops_output_paths
     _results_with(tmp_path, monkeypatch, "bench_new.json", data)
     tables = (render.Table("new", render.bench_by_shape, ("h100/bench_new.json",)),)
     page = render.render("# page\n{{ new }}\ntail", tables).splitlines()
-    assert page[1].startswith("| shape | row | TFLOP/s |") and len([l for l in page if l.startswith("| (")]) == 8
-    (line,) = [l for l in page if l.startswith("- `")]
+    assert page[1].startswith("| shape | row | TFLOP/s |") and len([row for row in page if row.startswith("| (")]) == 8
+    (line,) = [row for row in page if row.startswith("- `")]
     assert "/scratch" not in line and "--markdown" not in line and line.startswith("- `fsbench kernels bench --rows")
     assert "commit `25611d1`; NVIDIA H100 80GB HBM3; 2026-12-06 05:24 UTC; raw: [h100/bench_new.json]" in line
     assert page[-1] == "tail"

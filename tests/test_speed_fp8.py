@@ -11,8 +11,8 @@ from torch import nn
 
 from fsbench.eval.fidelity import psnr, ssim
 from fsbench.harness.model import fp8_linear
-from fsbench.harness.run import orchestrator
 from fsbench.harness.model.fp8_linear import Fp8Linear
+from fsbench.harness.run import orchestrator
 
 
 def _e4m3_grid() -> torch.Tensor:

@@ -9,11 +9,12 @@ import torch
 from click.testing import CliRunner
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.model import options as speed
-from fsbench.harness.run import orchestrator
-from fsbench.harness.precision.router import SelfAttentionRouter
 from fsbench.harness.cli import main
-from fsbench.harness.measure.profile import Profiler, format_table
+from fsbench.harness.measure.profile import Profiler
+from fsbench.harness.measure.profile_report import format_table, summarize
+from fsbench.harness.model import options as speed
+from fsbench.harness.precision.router import SelfAttentionRouter
+from fsbench.harness.run import orchestrator
 from fsbench.rundir import load_manifest
 
 SMALL = dict(height=32, width=32, num_frames=5, steps=2)
@@ -58,7 +59,7 @@ def test_profile_splits_every_step_and_leaves_the_video_unchanged(tiny):
         assert 0 < parts < step["forwards_s"] <= step["total_s"]
         assert step["rest_s"] == pytest.approx(step["total_s"] - parts)
     assert video["text_encode_s"] > 0 and video["vae_decode_s"] > 0 and video["postprocess_s"] > 0
-    summary = profiler.summary({"latency_mean_ns": 1e9 * (video["wall_s"] + 0.01)})
+    summary = summarize(profiler, {"latency_mean_ns": 1e9 * (video["wall_s"] + 0.01)})
     assert set(summary["step_by_format"]) == {"mxfp8", "bf16"}
     assert summary["loadgen_overhead_s"] == pytest.approx(0.01)
     assert "| self-attention share |" in format_table(summary)
@@ -91,7 +92,7 @@ def test_clock_samples_count_for_self_attention_or_the_rest_of_the_loop_by_when_
     assert split["self_attention"]["power_cap_share"] == 1.0
     assert split["rest_of_loop"]["clock_mhz"] == 2000 and split["rest_of_loop"]["samples"] == len(calls) - 1
     profiler.videos[0]["clock"] = split
-    table = format_table(profiler.summary())
+    table = format_table(summarize(profiler))
     assert f"| self attention | 1000 | 500 | 50 | {len(calls)} | 100% |" in table
     assert "| rest of loop | 2000 | 1000 | 50 |" in table
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.cli import main
+from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.mlperf.rules import (
     AUDIT_VIDEOS,
     SYSTEM_KEYS,

@@ -8,10 +8,7 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs a Hopper (sm_90) CUDA GPU", allow_module_level=True)
 
-from fsbench.kernels import (
-    attention_with_stats,  # noqa: E402
-    registry,  # noqa: E402
-)
+from fsbench.kernels import attention_with_stats, registry  # noqa: E402
 from fsbench.kernels.hopper.launch import GLUON_KERNEL, triton_attention  # noqa: E402
 from fsbench.kernels.reference.emulator import emulate  # noqa: E402
 from fsbench.kernels.tools.check import Case, make_inputs  # noqa: E402
@@ -20,7 +17,7 @@ CONVENTIONAL = {"frozen_max": False, "schraudolph": False, "rowsum_gemm": False}
 
 
 @pytest.fixture(params=["triton", "gluon"])
-def engine(request) -> str:
+def impl(request) -> str:
     """Every test runs on both kernels: the autotuned Triton one and the Gluon one."""
     return request.param
 
@@ -30,42 +27,42 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @pytest.mark.parametrize("s", [4096, 4000, 100])
-def test_fused_mxfp8_matches_the_emulator_including_a_tail_tile(s, engine):
+def test_fused_mxfp8_matches_the_emulator_including_a_tail_tile(s, impl):
     q, k, v = make_inputs(Case("random", (1, 2, s, 128), {}), 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper)
+    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(impl).hopper)
     ref, ref_stats = emulate(q, k, v, "mxfp8")
     assert _rel(out, ref) < 1e-2  # measured 5.6e-3: ~FP22 QK scores flip a few P roundings
     assert stats.key_tiles == ref_stats.key_tiles and stats.workgroup_tiles == ref_stats.workgroup_tiles
 
 
-def test_conventional_fp8_matches_the_emulators_online_softmax(engine):
+def test_conventional_fp8_matches_the_emulators_online_softmax(impl):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 1, "cuda")
-    out, _ = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper, softmax="conventional")
+    out, _ = triton_attention(q, k, v, "mxfp8", kernel=registry.get(impl).hopper, softmax="conventional")
     ref, _ = emulate(q, k, v, "mxfp8", **CONVENTIONAL)
     assert _rel(out, ref) < 1e-2  # measured 5.9e-3
 
 
 @pytest.mark.parametrize("fmt", ["mxfp6", "mxfp4"])
-def test_mx_formats_match_the_emulator_with_block_scaled_p(fmt, engine):
+def test_mx_formats_match_the_emulator_with_block_scaled_p(fmt, impl):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 2, "cuda")
-    out, _ = triton_attention(q, k, v, fmt, kernel=registry.get(engine).hopper)
+    out, _ = triton_attention(q, k, v, fmt, kernel=registry.get(impl).hopper)
     ref, _ = emulate(q, k, v, fmt)
     assert _rel(out, ref) < 1e-2
 
 
 @pytest.mark.parametrize("fmt", ["mxfp6", "mxfp4"])
-def test_row_scaled_mx_p_stays_close_to_the_emulator(fmt, engine):
+def test_row_scaled_mx_p_stays_close_to_the_emulator(fmt, impl):
     q, k, v = make_inputs(Case("random", (1, 2, 4000, 128), {}), 2, "cuda")
-    out, _ = triton_attention(q, k, v, fmt, kernel=registry.get(engine).hopper, mx_p_scale="row")
+    out, _ = triton_attention(q, k, v, fmt, kernel=registry.get(impl).hopper, mx_p_scale="row")
     ref, _ = emulate(q, k, v, fmt)
     assert _rel(out, ref) < 5e-2  # measured 3.5e-2: one E8M0 per row and key tile, not per 32 keys
 
 
 @pytest.mark.parametrize("gate", [32, None])
-def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate, engine):
+def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate, impl):
     case = Case("late-sink", (1, 2, 4000, 128), {"gate_doublings": gate}, ((3990, 40.0),))
     q, k, v = make_inputs(case, 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper, gate_doublings=gate)
+    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(impl).hopper, gate_doublings=gate)
     ref, ref_stats = emulate(q, k, v, "mxfp8", gate_doublings=gate)
     assert torch.isfinite(out).all() and not stats.overflowed
     assert (stats.rollbacks, stats.gate_trips) == (ref_stats.rollbacks, ref_stats.gate_trips)
@@ -73,23 +70,23 @@ def test_late_sink_rolls_back_exactly_or_counts_a_trip(gate, engine):
     assert _rel(out, ref) < 2e-3
 
 
-def test_staircase_of_maxima_stays_finite_and_matches(engine):
+def test_staircase_of_maxima_stays_finite_and_matches(impl):
     case = Case("staircase", (1, 2, 2048, 128), {}, tuple((512 * i + 7, 36.0 * i) for i in range(1, 4)))
     q, k, v = make_inputs(case, 0, "cuda")
-    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(engine).hopper)
+    out, stats = triton_attention(q, k, v, "mxfp8", kernel=registry.get(impl).hopper)
     ref, ref_stats = emulate(q, k, v, "mxfp8")
     assert torch.isfinite(out).all() and stats.rollbacks == ref_stats.rollbacks > 0
     assert _rel(out, ref) < 2e-3
 
 
-def test_bshd_entry_point_returns_bshd_in_the_input_dtype(engine):
+def test_bshd_entry_point_returns_bshd_in_the_input_dtype(impl):
     """BSHD in, BSHD out written in place by the kernel (contiguous, no copy), equal to the BHSD call's."""
     bhsd = make_inputs(Case("random", (1, 2, 300, 128), {}), 3, "cuda")
     q, k, v = (t.transpose(1, 2).contiguous() for t in bhsd)
-    out, stats = attention_with_stats(q, k, v, "mxfp8", impl=engine)
+    out, stats = attention_with_stats(q, k, v, "mxfp8", impl=impl)
     assert out.shape == q.shape and out.dtype == q.dtype and stats.key_tiles == 3
     assert out.is_contiguous()
-    assert torch.equal(out.transpose(1, 2), attention_with_stats(*bhsd, "mxfp8", impl=engine, layout="BHSD")[0])
+    assert torch.equal(out.transpose(1, 2), attention_with_stats(*bhsd, "mxfp8", impl=impl, layout="BHSD")[0])
 
 
 @pytest.fixture

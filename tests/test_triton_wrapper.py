@@ -7,11 +7,12 @@ import sys
 
 import pytest
 import torch
-from triton_interpreter import RNE_FP8, run_in_interpreter
 
 from fsbench import kernels
 from fsbench.kernels.hopper import tiling
 from fsbench.kernels.hopper.launch import D_BIAS, check_tensors, parse_options
+
+from triton_interpreter import RNE_FP8, run_in_interpreter
 
 
 def test_defaults_select_the_fused_pipeline_with_the_gate_at_32_doublings():

@@ -74,7 +74,7 @@ def _template(name: str) -> str:
 
 
 def _fps(runs: list[Run]) -> int:
-    rates = [r.settings.get("fps") for r in runs if isinstance(r.settings.get("fps"), (int, float))]
+    rates = [fps for r in runs if isinstance(fps := r.settings.get("fps"), (int, float))]
     return int(rates[0]) if rates else 16
 
 
@@ -115,7 +115,7 @@ def provenance_html(rows: list[report.Row], out: Path) -> str:
     items = []
     for row in rows:
         m = row.run.manifest
-        schedule = m.get("schedule") if isinstance(m.get("schedule"), dict) else {}
+        schedule = m["schedule"] if isinstance(m.get("schedule"), dict) else {}
         settings = row.run.settings
         size = "x".join(str(settings.get(k, "?")) for k in ("height", "width"))
         facts = [
@@ -172,7 +172,7 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
             else:
                 video = f"{VIDEO_DIR}/{stem}.mp4"
                 write_video(out / video, _even(frames), fps=_fps([row.run]))
-            cell = {"video": video, "diff": None}
+            cell: dict[str, str | None] = {"video": video, "diff": None}
             if ref_frames is None:
                 cell["no_diff"] = "no reference video for this prompt"
             elif ref_frames.shape[1:] != frames.shape[1:]:
@@ -180,8 +180,8 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
             else:
                 n = min(len(frames), len(ref_frames))
                 diff = np.abs(frames[:n].astype(np.int16) - ref_frames[:n].astype(np.int16)) * DIFF_GAIN
-                cell["diff"] = f"{VIDEO_DIR}/{stem}-diff.mp4"
-                write_video(out / cell["diff"], _even(np.clip(diff, 0, 255).astype(np.uint8)), fps=_fps([row.run]))
+                cell["diff"] = diff_video = f"{VIDEO_DIR}/{stem}-diff.mp4"
+                write_video(out / diff_video, _even(np.clip(diff, 0, 255).astype(np.uint8)), fps=_fps([row.run]))
             cells.append(cell)
         grid[prompt] = cells
     return grid

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any
 
 import numpy as np
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
@@ -87,7 +88,7 @@ def compare_videos(reference: Path, test: Path, metrics: Iterable[str], lpips_mo
         raise Mismatch(f"frame count {test_total} vs {ref_total} in the reference")
     if ref_frames.shape[1:] != test_frames.shape[1:]:
         raise Mismatch(f"frame size {_size(test_frames)} vs {_size(ref_frames)} in the reference")
-    result = {"frames": test_total, "frames_compared": len(test_frames)}
+    result: dict[str, Any] = {"frames": test_total, "frames_compared": len(test_frames)}
     pairs = list(zip(ref_frames, test_frames))
     if "psnr" in metrics:
         result["psnr"] = float(np.mean([psnr(a, b) for a, b in pairs]))
@@ -238,8 +239,8 @@ def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[st
     if workers <= 1 or len(jobs) <= 1:
         _use_device(device)
         model = factory() if factory else None
-        for prompt, ref, test, todo, key, base in jobs:
-            finish(*_compare_prompt(prompt, ref, test, todo, model), key, base)
+        for prompt, ref_video, test_video, todo, key, base in jobs:
+            finish(*_compare_prompt(prompt, ref_video, test_video, todo, model), key, base)
     else:
         with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"),
                                  initializer=_init_worker, initargs=(factory, 1, device)) as pool:

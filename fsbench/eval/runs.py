@@ -32,7 +32,7 @@ class Run:
     manifest: dict
 
     @classmethod
-    def open(cls, path: str | Path) -> "Run":
+    def open(cls, path: str | Path) -> Run:
         path = Path(path).resolve()
         return cls(path, rundir.load_manifest(path))
 

@@ -13,9 +13,11 @@ import queue
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any
 
+from fsbench import paths
 from fsbench.errors import FsbenchError
 from fsbench.eval import store, video_io, weights
 from fsbench.eval.runs import Run
@@ -40,10 +42,10 @@ def vbench_python() -> Path:
 
 
 def data_dir() -> Path:
-    """Where VBench_full_info.json and samples_filename_ids.txt live (FSBENCH_DATA, else ../shared/data)."""
-    path = Path(os.environ.get("FSBENCH_DATA") or REPO.parent / "shared" / "data")
+    """Where VBench_full_info.json and samples_filename_ids.txt live: the data folder (`fsbench.paths.data_dir`)."""
+    path = paths.data_dir()
     if not (path / "VBench_full_info.json").is_file():
-        raise FsbenchError(f"{path / 'VBench_full_info.json'} not found: set FSBENCH_DATA to the dataset folder")
+        raise FsbenchError(f"{path / 'VBench_full_info.json'} not found: set {paths.DATA_ENV} to the dataset folder")
     return path
 
 
@@ -78,10 +80,10 @@ def stage_videos(run: Run, prompts: Iterable[str], staging: Path) -> list[str]:
 
 def overall(scores: dict[str, float | None]) -> float | None:
     """MLPerf's vbench_score: the plain mean of the six dimension averages, x 100; None unless all six exist."""
-    values = [scores.get(d) for d in DIMENSIONS]
-    if any(v is None for v in values):
+    values = [float(v) for d in DIMENSIONS if (v := scores.get(d)) is not None]
+    if len(values) < len(DIMENSIONS):
         return None
-    return 100.0 * sum(float(v) for v in values) / len(values)
+    return 100.0 * sum(values) / len(values)
 
 
 def accuracy_text(score: float) -> str:
@@ -192,7 +194,7 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
     staged_set = set(staged)
     dims = {}
     for dim in DIMENSIONS:
-        entry = {"prompts_expected": len(set(per_dim.get(dim, []))),
+        entry: dict[str, Any] = {"prompts_expected": len(set(per_dim.get(dim, []))),
                  "prompts_scored": len(set(per_dim.get(dim, [])) & staged_set)}
         if dim in results:
             entry["score"] = results[dim]["score"]
@@ -212,10 +214,10 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
         "videos_sha256": run.videos_digest(run.prompts()),  # compare shows these scores only for these videos
     }
     if run.preset == "mlperf":
-        complete = score is not None and not summary["missing_videos"]
-        files = write_submission_files(run, score if complete else None, data_dir())
-        summary["accuracy"] = {"vbench_score": round(score, 4) if complete else None,
-                               "pass_mark": PASS_MARK, "passed": bool(complete and score >= PASS_MARK), **files}
+        final = score if not summary["missing_videos"] else None  # a score of every video, or none
+        files = write_submission_files(run, final, data_dir())
+        summary["accuracy"] = {"vbench_score": None if final is None else round(final, 4),
+                               "pass_mark": PASS_MARK, "passed": final is not None and final >= PASS_MARK, **files}
     return summary
 
 
@@ -271,7 +273,7 @@ def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str,
     with open(log_path, "w") as log:
         process = subprocess.Popen([str(python), str(RUNNER), str(work / f"job{tag}.json")], stdout=subprocess.PIPE,
                                    stderr=log, text=True, env=env, cwd=work)
-        for line in process.stdout:
+        for line in process.stdout or ():
             try:
                 message = json.loads(line)
             except json.JSONDecodeError:

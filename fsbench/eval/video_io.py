@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import imageio
 import imageio.v3 as iio
@@ -55,6 +56,7 @@ def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 16, loss
     """
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.mp4")
+    options: dict[str, Any]
     if lossless:
         options = {"codec": "libx264rgb", "pixelformat": "bgr24", "output_params": ["-crf", "0"]}
     else:

@@ -15,25 +15,25 @@ if TYPE_CHECKING:
     from fsbench.kernels.stats import AttentionStats
 
 
-def attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", fmt: str = "mxfp8", *,
-              impl: str = "auto", layout: str = "BSHD", **options: Any) -> "torch.Tensor":
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
+              impl: str = "auto", layout: str = "BSHD", **options: Any) -> torch.Tensor:
     """Non-causal attention of `q, k, v` (layout BSHD or BHSD) in precision `fmt`; see `kernels.api`."""
     from fsbench.kernels.api import attention as _attention
 
     return _attention(q, k, v, fmt, impl=impl, layout=layout, **options)
 
 
-def attention_with_stats(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", fmt: str = "mxfp8", *,
+def attention_with_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
                          impl: str = "auto", layout: str = "BSHD",
-                         **options: Any) -> "tuple[torch.Tensor, AttentionStats]":
+                         **options: Any) -> tuple[torch.Tensor, AttentionStats]:
     """Like `attention`, and also returns the call's `AttentionStats` (key tiles, rollbacks, overflow)."""
     from fsbench.kernels.api import attention_with_stats as _attention_with_stats
 
     return _attention_with_stats(q, k, v, fmt, impl=impl, layout=layout, **options)
 
 
-def attention_prologue(xq: "torch.Tensor", xk: "torch.Tensor", v: "torch.Tensor", prologue: "Prologue",
-                       fmt: str = "mxfp8", *, impl: str = "auto", **options: Any) -> "torch.Tensor":
+def attention_prologue(xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, prologue: Prologue,
+                       fmt: str = "mxfp8", *, impl: str = "auto", **options: Any) -> torch.Tensor:
     """`attention` of Wan's normed and rotated q, k (`kernels.prologue`) from the raw projections xq, xk, all BSHD;
     on a GPU one Triton pass norms and rotates them before the kernel. See `kernels.api`."""
     from fsbench.kernels.api import attention_prologue as _attention_prologue
@@ -41,14 +41,14 @@ def attention_prologue(xq: "torch.Tensor", xk: "torch.Tensor", v: "torch.Tensor"
     return _attention_prologue(xq, xk, v, prologue, fmt, impl=impl, **options)
 
 
-def resolve_impl(fmt: str, impl: str, device: "torch.device", head_dim: int) -> str:
+def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> str:
     """The implementation `attention(..., impl=impl)` runs for `fmt` on `device` at `head_dim`."""
     from fsbench.kernels.api import resolve_impl as _resolve_impl
 
     return _resolve_impl(fmt, impl, device, head_dim)
 
 
-def auto_fallback(fmt: str, device: "torch.device", head_dim: int) -> str | None:
+def auto_fallback(fmt: str, device: torch.device, head_dim: int) -> str | None:
     """Why `impl="auto"` passed over a kernel that takes this call but whose software is missing (an older Triton
     without Gluon runs the Triton kernel), else None."""
     from fsbench.kernels.registry import auto_fallback as _auto_fallback

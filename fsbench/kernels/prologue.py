@@ -34,6 +34,11 @@ class Prologue:
         """Whether the prologue rotates (has cos and sin)."""
         return self.cos is not None
 
+    @property
+    def tables(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(cos, sin) of the rotation, or None where the prologue does not rotate."""
+        return None if self.cos is None or self.sin is None else (self.cos, self.sin)
+
 
 def check_prologue(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue) -> None:
     """ValueError unless xq, xk are (B, S, H, D) projections with H*D channels of the weights and, with RoPE,
@@ -42,7 +47,7 @@ def check_prologue(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue) -> No
         if x.dim() != 4 or x.shape[2] * x.shape[3] != prologue.wq.shape[0]:
             raise ValueError(f"{name} {tuple(x.shape)} is not (B, S, H, D) with H*D = {prologue.wq.shape[0]} "
                              "channels, the RMSNorm weights' size")
-        for table in (prologue.cos, prologue.sin) if prologue.rope else ():
+        for table in prologue.tables or ():
             if tuple(table.shape) != (1, x.shape[1], 1, x.shape[3]):
                 raise ValueError(f"RoPE tables {tuple(table.shape)} are not (1, S, 1, D) for {name} {tuple(x.shape)}")
 

@@ -1,16 +1,17 @@
 """The attention implementations, one entry each: the name `kernels.attention(impl=...)` takes, the function that
 runs it and what it needs (formats, GPU capability, head dims, packages).
 
-`IMPLS`, `resolve_impl`, the CLI's `--impl` and `--engine` choices, the check before a call and the run
-manifest's record of which kernel ran are all read from this table, and no other module spells an
+`IMPLS`, `resolve_impl`, the CLI's `--impl` choices (of a run and of the kernel check), the check before a call and
+the run manifest's record of which kernel ran are all read from this table, and no other module spells an
 implementation's name: adding a kernel is one more entry. `auto` takes the first entry, in table order, that can
 run the call.
 """
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -123,9 +124,9 @@ TABLE = (
 )
 BY_NAME = {impl.name: impl for impl in TABLE}
 IMPLS = (AUTO,) + tuple(BY_NAME)  # every name `kernels.attention(impl=...)` takes
-# what a run may choose for its quantized layers (`fsbench run --impl`): bf16 layers always take `auto`
+# what a run may choose for its quantized layers (`fsbench run --impl`); its bf16 layers take BF16_CHOICES
 RUN_CHOICES = (AUTO,) + tuple(impl.name for impl in TABLE if set(impl.formats) & set(MX_FORMATS))
-HOPPER = tuple(impl.name for impl in TABLE if impl.hopper is not None)  # `fsbench kernels check --engine`
+HOPPER = tuple(impl.name for impl in TABLE if impl.hopper is not None)  # `fsbench kernels check --impl`
 # what a run may choose for its bf16 layers (`fsbench run --bf16-impl`): SDPA (auto) or another BF16 kernel
 BF16_CHOICES = (AUTO,) + tuple(impl.name for impl in TABLE if "bf16" in impl.formats)
 

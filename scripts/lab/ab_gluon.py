@@ -111,7 +111,7 @@ def _ab_shape(shape: str, config_names: str, candidates: list, repeats: int, clo
     for config in config_names.split(","):
         fmt, options = CONFIGS[config]
 
-        def run(q, k, v):
+        def run(q, k, v, fmt=fmt, options=options):
             return triton_attention(q, k, v, fmt, stats=False, kernel=GLUON_KERNEL, **options)[0]
 
         reference, identical, times = None, {}, {name: [] for name, _ in candidates}

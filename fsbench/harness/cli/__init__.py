@@ -3,6 +3,7 @@ which defines its commands and knows nothing of this group."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -34,11 +35,12 @@ class _Fsbench(click.Group):
                 raise
             _fail(f"{exc.filename}: {exc.strerror or exc}")
 
-    def main(self, *args, standalone_mode: bool = True, **kwargs):
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)

@@ -58,11 +58,11 @@ def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | Non
         raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
     # RUN/eval/ has one writer job, never while a run writes the videos: rank 0 holds the lock for every rank
     with runlock.hold(run_folder.path) if scoring.leads() else contextlib.nullcontext():
-        if fidelity_metrics and ranks > 1:
+        if reference is not None and fidelity_metrics and ranks > 1:
             scoring.score_fidelity(run, reference, fidelity_metrics, ranks)
         if not scoring.leads():
             return  # a torchrun rank other than 0: its share is in RUN/eval/, rank 0 summarizes and runs VBench
-        if fidelity_metrics:
+        if reference is not None and fidelity_metrics:
             incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
         if "vbench" in chosen:
             incomplete += _vbench(run_folder, scoring.local_processes(ranks))
@@ -141,11 +141,11 @@ def _vbench(run, gpus: int) -> list[str]:
 def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple[str, ...], html_dir: Path | None,
             link: bool) -> None:
     """One table (as the paper's Tables 6/7), a speedup plot and a frame grid for RUNS; with --html, a page."""
-    from fsbench.eval import report
+    from fsbench.eval import comparison
 
     if link and html_dir is None:
         raise FsbenchError("--link only applies to the page: pass --html DIR too")
-    paths = report.compare(list(runs), out, frame=frame, prompts=list(prompts))
+    paths = comparison.compare(list(runs), out, frame=frame, prompts=list(prompts))
     click.echo(paths["md"].read_text())
     for kind in ("md", "csv", "json", "speedup"):
         click.echo(f"wrote {paths[kind]}")

@@ -135,7 +135,8 @@ def _need_hopper() -> str:
 @click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the results as JSON here")
 @click.option("--markdown", "md_path", type=params.OutPath(dir_okay=False), help="write a markdown table here")
 @click.option("--clock-seconds", type=params.non_negative_float(3600.0), default=0, show_default=True,
-              help="then run each row back to back this long, with its SM clock, power and TFLOP/J (the 700 W cap)")
+              help="then run each row back to back this long, with its SM clock, power and TFLOP/J (under the power "
+                   "cap)")
 @click.option("--interleave", is_flag=True,
               help="time the rows round-robin, each once per repeat, so clock drift reaches all alike (no emulator)")
 @click.option("--sweep", is_flag=True,
@@ -156,9 +157,7 @@ def bench(shapes: tuple[tuple[int, int, int, int], ...], row_names: str, list_ro
     """TFLOP/s and accuracy of SDPA, cuDNN BF16 and FP8, SageAttention2, FlashAttention-3 BF16 and FP8, the
     conventional FP8 and the fused Triton and Gluon kernels, and the GEMM-only skeleton, with the best BF16 row
     and FP8 peer at each shape (needs an sm_90 GPU: H100 or H200)."""
-    from fsbench.kernels.tools import bench as kbench
-    from fsbench.kernels.tools import calibrate as kcalibrate
-    from fsbench.kernels.tools import sweep as ksweep
+    from fsbench.kernels.tools import bench as kbench, calibrate as kcalibrate, sweep as ksweep
 
     if list_rows:
         for row in kbench.rows():
@@ -205,13 +204,13 @@ def bench(shapes: tuple[tuple[int, int, int, int], ...], row_names: str, list_ro
         if calibrate:
             measured = kcalibrate.calibrate_shape(shape, selected, device, repeats=repeats, kernel_calls=calls,
                                                   hold=_holder(clock_seconds))
-            for row in measured:
-                _echo_row(row)
+            for result in measured:
+                _echo_row(result)
             results += measured
         elif sweep or interleave:  # its rows as each shape ends, the whole table once at the end
             measured = ksweep.bench_interleaved(shape, selected, repeats=repeats, hold=_holder(clock_seconds))
-            for row in measured:
-                _echo_row(row)
+            for result in measured:
+                _echo_row(result)
             results += measured
         else:
             results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
@@ -321,15 +320,15 @@ def plot_sweep(json_path: Path, png: Path) -> None:
 
 @kernels.command("check")
 @click.option("--formats", default="mxfp8,mxfp6,mxfp4", show_default=True, callback=params.comma_list())
-@click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
+@click.option("--impl", type=click.Choice(registry.HOPPER), default=registry.TRITON, show_default=True,
               help="which kernel to check")
 @click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the rows as JSON here")
-def check(formats: tuple[str, ...], engine: str, json_path: Path | None) -> None:
+def check(formats: tuple[str, ...], impl: str, json_path: Path | None) -> None:
     """Triton or Gluon kernels vs the emulator on random, late-sink and staircase inputs (needs an sm_90 GPU)."""
     from fsbench.kernels.tools import check as kcheck
 
     header = provenance(_need_hopper())
-    rows = kcheck.run_checks(formats, engine=engine)
+    rows = kcheck.run_checks(formats, impl=impl)
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")

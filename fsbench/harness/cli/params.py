@@ -6,7 +6,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -72,7 +72,7 @@ class OutPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail("an empty path names nothing; pass a path such as results/runs/NAME", param, ctx)
-        path = super().convert(value, param, ctx)
+        path = cast(Path, super().convert(value, param, ctx))  # path_type=Path
         ancestor = Path(os.path.abspath(path))
         while not ancestor.exists() and ancestor != ancestor.parent:
             ancestor = ancestor.parent

@@ -13,10 +13,9 @@ from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.run import lock, logs, orchestrator
+from fsbench.harness.precision.schedule import builtin_names, load as load_schedule
+from fsbench.harness.run import lock, orchestrator
 from fsbench.harness.run.presets import preset_names
-from fsbench.harness.precision.schedule import builtin_names
-from fsbench.harness.precision.schedule import load as load_schedule
 from fsbench.kernels import registry
 
 
@@ -37,11 +36,12 @@ _generation = _options_decorator([
     click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
                  help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
-                 help="One prompt per line [default: tiny's own prompts, else $FSBENCH_DATA/vbench_prompts.txt]."),
+                 help="One prompt per line [default: tiny's own prompts, else vbench_prompts.txt in $FSBENCH_DATA, "
+                      "else in $XDG_CACHE_HOME/fsbench]."),
     click.option("--num-prompts", type=params.POSITIVE_INT, help="Use only the first N prompts."),
     click.option("--latent", "latent_file", type=click.Path(path_type=Path),
-                 help="Fixed initial latent file [default: $FSBENCH_DATA/fixed_latent.pt for the mlperf preset at "
-                      "720x1280x81, else N(0,1) from the seed]."),
+                 help="Fixed initial latent file [default: fixed_latent.pt of the data folder ($FSBENCH_DATA, else "
+                      "$XDG_CACHE_HOME/fsbench) for the mlperf preset at 720x1280x81, else N(0,1) from the seed]."),
     click.option("--height", type=params.int_range(16, params.MAX_SIDE),
                  help="Override the preset's height (multiple of 16)."),
     click.option("--width", type=params.int_range(16, params.MAX_SIDE),
@@ -131,35 +131,22 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     """Run one LoadGen scenario and mode of one precision schedule."""
     spec = _prepare(schedule, kw)
     opts = loadgen.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
-                                         kw["target_latency_ms"], kw["target_qps"], audit)
-    layout = team.plan(scenario, spec, kw["gpus"], kw["cfg_parallel"], kw["ulysses"], kw["device"], capture)
+                                  kw["target_latency_ms"], kw["target_qps"], audit)
+    layout = team.plan(scenario, spec.model, spec.settings, kw["gpus"], kw["cfg_parallel"], kw["ulysses"],
+                       kw["device"], capture=capture, warm_up=warm_up)
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
-    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-{kw['preset']}"
-                                             f"{options.slug}")
+    run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-"
+                                             f"{kw['preset']}{options.slug}")
     system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
-    if warm_up and layout.processes > 1:
-        raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
-    with lock.hold(*([run_dir] if team.leads_job() else [])):  # rank 0 holds it for every rank
-        if layout.processes > 1:
-            logs.attach(run_dir)
-            summary = team.launch(team.Job(spec, opts, run_dir, system, kw["impl"], layout, options,
-                                                         profile))
-            if summary is not None:  # rank 0
-                click.echo(orchestrator.describe(summary))
-                click.echo(f"results: {run_dir}")
-            return
-        orchestrator.open_run_dir(run_dir, spec, system, device)
-        logs.attach(run_dir)
-        pipe = orchestrator.load_pipeline(spec, device)
-        record = speed.apply(pipe, options)
-        with speed.cudnn_first():
-            summary = orchestrator.run_scenario(pipe, spec, run_dir, system, opts, impl=kw["impl"],
-                                          capture_qkv=capture_qkv if capture else None, profile=profile,
-                                          speed=record, warm_up=warm_up)
-        click.echo(orchestrator.describe(summary))
+    job = orchestrator.Job(spec, opts, run_dir, system, kw["impl"], layout, options, profile,
+                           capture_qkv if capture else None, warm_up)
+    with lock.hold(*([run_dir] if team.leads_job() else [])):  # the leading process holds it for every rank
+        summaries = orchestrator.run([job])
+    if summaries is not None:  # the leading process reports
+        click.echo(orchestrator.describe(summaries[0]))
         click.echo(f"results: {run_dir}")
 
 
@@ -186,32 +173,22 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     if len(set(slugs)) != len(slugs):
         raise FsbenchError(f"--schedules names a schedule twice ({', '.join(slugs)}); each gets OUT/<name>/")
     opts = loadgen.LoadgenOptions("Offline", "accuracy")
-    layout = team.plan("Offline", specs[0], kw["gpus"], None, None, kw["device"])
+    layout = team.plan("Offline", specs[0].model, specs[0].settings, kw["gpus"], None, None, kw["device"])
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
-    with lock.hold(*(out / slug for slug in slugs if team.leads_job())):  # rank 0, for every rank
-        if layout.processes > 1:
-            jobs = [team.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
-                    for spec, slug in zip(specs, slugs)]
-            if team.launch_passes(jobs, _echo_pass) is not None:  # rank 0
-                click.echo(f"results: {out}/{{{','.join(slugs)}}}")
-            return
-        for spec, slug in zip(specs, slugs):
-            orchestrator.open_run_dir(out / slug, spec, system, device)
-            logs.attach(out / slug)
-        pipe = orchestrator.load_pipeline(specs[0], device)
-        record = speed.apply(pipe, options)
-        for spec, slug in zip(specs, slugs):
-            with speed.cudnn_first():
-                summary = orchestrator.run_scenario(pipe, spec, out / slug, system, opts, impl=kw["impl"], speed=record)
-            click.echo(f"[{spec.schedule.name}] {orchestrator.describe(summary)}")
-    click.echo(f"results: {out}/{{{','.join(slugs)}}}")
+    jobs = [orchestrator.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
+            for spec, slug in zip(specs, slugs)]
+    with lock.hold(*(job.run for job in jobs if team.leads_job())):  # the leading process, for every rank
+        summaries = orchestrator.run(jobs, _echo_pass)
+    if summaries is not None:  # the leading process reports
+        click.echo(f"results: {out}/{{{','.join(slugs)}}}")
 
 
-def _echo_pass(job: team.Job, summary: dict[str, Any]) -> None:
+def _echo_pass(job: orchestrator.Job, summary: dict[str, Any]) -> None:
+    """Each pass's line as it finishes (a module-level function: the team may send it to other processes)."""
     click.echo(f"[{job.spec.schedule.name}] {orchestrator.describe(summary)}")
 
 

@@ -47,9 +47,9 @@ def submission(runs: tuple[Path, ...], out: Path | None, division: str, submitte
     from fsbench.harness.mlperf import submission as builder
 
     all_runs = [*runs, *more_runs]
-    missing = [flag for flag, value in (("--runs", all_runs), ("--out", out), ("--submitter", submitter),
-                                        ("--system", system)) if not value]
-    if missing:
+    if not all_runs or out is None or not submitter or not system:
+        missing = [flag for flag, value in (("--runs", all_runs), ("--out", out), ("--submitter", submitter),
+                                            ("--system", system)) if not value]
         raise FsbenchError(f"missing {', '.join(missing)}: e.g. fsbench submission --runs RUN --out ROOT "
                            "--division open --submitter ORG --system NAME")
     report = builder.assemble(all_runs, out, division, submitter, system, system_toml)

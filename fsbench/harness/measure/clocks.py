@@ -1,5 +1,5 @@
 """The GPU's SM clock, power and clock-event reasons, sampled by `nvidia-smi` in the background and summarised
-per time window. Under the H200's 700 W cap a kernel's speed is also the clock its power draw allows
+per time window. Under the GPU's power cap a kernel's speed is also the clock its power draw allows
 (results/log/), so timings are published with the clock they ran at. NVML's Python binding is
 not among our dependencies; `nvidia-smi` ships with every driver.
 """

@@ -3,7 +3,7 @@ board power sampled by `nvidia-smi` (`harness.measure.clocks`) and integrated ov
 
 NVML's `nvmlDeviceGetTotalEnergyConsumption` counts millijoules since the driver loaded (Volta and later), so a
 window's energy is the difference of two readings. Readings are taken on the host, so `Window.mark()` first waits
-for the device: a mark then stands for all the work queued before it. Under the H200's 700 W cap the whole
+for the device: a mark then stands for all the work queued before it. Under the GPU's power cap the whole
 pipeline runs at nearly constant power, so the profiler can split a measured window's joules over its parts in
 proportion to their device time (`harness.measure.profile` says which figures are measured and which are split).
 """
@@ -99,7 +99,10 @@ class Meter:
             self.reason = f"no GPU energy on a {device.type} device"
             return
         try:
-            self.handle, self.source = nvml_handle(gpu_clock.nvml_index(device)), NVML
+            index = gpu_clock.nvml_index(device)
+            if index is None:
+                raise EnergyUnavailable("NVML does not number this device")
+            self.handle, self.source = nvml_handle(index), NVML
         except EnergyUnavailable as e:
             if shutil.which("nvidia-smi"):
                 self.source = SAMPLED

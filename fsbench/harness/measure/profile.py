@@ -1,6 +1,7 @@
-"""Latency breakdown of generated videos (`fsbench run --profile`): text encoding, every denoising step split
-into self-attention, cross-attention, GEMMs (linear layers) and the rest, VAE decode, postprocess (frames to
-host) and video encoding; written as RUN/profile.json and a table in RUN/profile.md.
+"""Instrumentation of the latency breakdown of generated videos (`fsbench run --profile`): hooks that time text
+encoding, every denoising step split into self-attention, cross-attention, GEMMs (linear layers) and the rest, VAE
+decode, postprocess (frames to host) and video encoding, and record each video. `harness.measure.profile_report`
+summarizes the records and writes RUN/profile.json and the tables of RUN/profile.md.
 
 Device work is timed with CUDA events recorded around each region (no host sync inside a video; the events
 are read once the video is done), so the numbers are GPU time, not host time around asynchronous launches.
@@ -12,11 +13,11 @@ it); GEMMs and cross-attention then count as `rest`.
 Energy (`harness.measure.energy`): the GPU's joules over each video and over its denoising loop are measured (NVML's
 energy counter, else nvidia-smi's power integrated over time), with one device sync at each of the four marks.
 A step's joules are the loop's joules split in proportion to the steps' device time, and a step's
-self-attention joules are its share of them: at the 700 W cap the power is nearly constant, so time stands for
+self-attention joules are its share of them: at the power cap the power is nearly constant, so time stands for
 energy within the loop. On a CPU the energy fields are None and `energy.reason` says why.
 
 Clock: under the power cap a kernel runs at the clock its power draw allows, so the same call can take longer in
-the pipeline than on the bench without any overhead. nvidia-smi samples the SM clock and power every 50 ms
+the pipeline than on the bench without any overhead. nvidia-smi samples the SM clock and power every `CLOCK_SAMPLE_MS`
 (`harness.measure.clocks`); an event recorded right after a device sync maps the CUDA events onto the samples' time, and
 each sample counts for self-attention or for the rest of the denoising loop by when it was taken.
 
@@ -26,12 +27,9 @@ of each phase (`MEMORY_PHASES`) say what a smaller card would have to do without
 from __future__ import annotations
 
 import contextlib
-import json
-import statistics
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,13 +38,11 @@ from torch import nn
 from fsbench import kernels
 from fsbench.errors import FsbenchError
 from fsbench.harness.measure import clocks as gpu_clock
-from fsbench.harness.precision.router import SelfAttentionCall
 from fsbench.harness.measure.energy import Meter
-from fsbench.harness.run.writer import atomic_write_text
+from fsbench.harness.precision.router import SelfAttentionCall
 from fsbench.kernels.registry import SDPA
 
 PARTS = ("self_attention", "cross_attention", "gemm")
-JSON_NAME, TABLE_NAME = "profile.json", "profile.md"
 CLOCK_SAMPLE_MS = 50
 CLOCK_PARTS = ("self_attention", "rest_of_loop")
 MEMORY_PHASES = ("text_encode", "denoise", "vae_decode", "postprocess_and_encode")  # in the order they end
@@ -129,8 +125,8 @@ class GpuPeak:
 class Profiler:
     """Hooks on one pipeline that time every region of every video it generates.
 
-    `install(pipe, router)` before generating, `video(index)` around each video (the runner does both),
-    `region(name)` around host-side work such as video encoding, `write(run)` at the end.
+    `install(pipe, router)` before generating, `video(index)` around each video (the orchestrator does both),
+    `region(name)` around host-side work such as video encoding; `profile_report.write(run, profiler)` at the end.
     """
 
     def __init__(self, device: torch.device):
@@ -303,7 +299,7 @@ class Profiler:
         """Clock and power of the samples (`gpu_clock` records) taken during the last video's self-attention calls
         and during the rest of its denoising loop."""
         anchor = self.anchor
-        if len(self._step_marks) < 2:
+        if anchor is None or len(self._step_marks) < 2:
             return None
         spans = [(self.clock.when(anchor, s), self.clock.when(anchor, e))
                  for (_, part), pairs in self._spans.items() if part == "self_attention" for s, e in pairs]
@@ -333,121 +329,6 @@ class Profiler:
         record["denoise_s"] = sum(row["total_s"] for row in steps)
         return record
 
-    # ---- output ---------------------------------------------------------------------------------------------
-    def summary(self, loadgen: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Mean over videos of every phase, the step split per format, and the harness overhead."""
-        if not self.videos:
-            return {"videos": 0}
-        phases = ("text_encode_s", "denoise_s", "vae_decode_s", "postprocess_s", "video_encode_s", "wall_s")
-        out: dict[str, Any] = {"videos": len(self.videos), "timing": "cuda events" if self.clock.cuda else
-                               "perf_counter (cpu)", "fine_split": self.fine}
-        out.update({p: statistics.fmean(v.get(p, 0.0) for v in self.videos) for p in phases})
-        parts = [f"{p}_s" for p in (PARTS if self.fine else PARTS[:1])] + ["rest_s"]
-        by_fmt: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for video in self.videos:
-            for row in video["steps"]:
-                by_fmt[row["fmt"]].append(row)
-        out["step_by_format"] = {
-            fmt: {"steps": len(rows), "total_s": statistics.fmean(r["total_s"] for r in rows),
-                  **{p: statistics.fmean(r[p] for r in rows) for p in parts},
-                  "self_attention_share": statistics.fmean(r["self_attention_s"] / r["total_s"] for r in rows)}
-            for fmt, rows in sorted(by_fmt.items())}
-        for fmt, rows in by_fmt.items():
-            calls = [r["self_attention_s"] / r["self_attention_calls"] for r in rows if r["self_attention_calls"]]
-            out["step_by_format"][fmt]["self_attention_call_ms"] = 1000 * statistics.fmean(calls) if calls else None
-        out["clock"] = clock_summary(self.videos)
-        out["energy"] = energy_summary(self.videos, self.energy.describe())
-        out["peak_gpu_memory_bytes"] = self.peak.bytes
-        out["gpu_memory_held_bytes"] = self.peak.held
-        out["peak_gpu_memory_by_phase_bytes"] = {p: self.peak.phases[p] for p in MEMORY_PHASES
-                                                 if p in self.peak.phases}
-        named = sum(out[p] for p in phases[:-1])
-        out["unattributed_s"] = out["wall_s"] - named
-        if loadgen and "latency_mean_ns" in loadgen:
-            latency = loadgen["latency_mean_ns"] / 1e9
-            out["loadgen_latency_mean_s"] = latency
-            out["loadgen_overhead_s"] = latency - out["wall_s"]
-            out["harness_overhead_share"] = (latency - named + out["video_encode_s"]) / latency
-        return out
-
-    def write(self, run: Path, loadgen: dict[str, Any] | None = None) -> dict[str, Any]:
-        """RUN/profile.json (every video, every step) and RUN/profile.md (the table); returns the summary."""
-        summary = self.summary(loadgen)
-        atomic_write_text(run / JSON_NAME, json.dumps({"summary": summary, "videos": self.videos}, indent=2) + "\n")
-        atomic_write_text(run / TABLE_NAME, format_table(summary) + "\n")
-        return summary
-
-
-def format_table(summary: dict[str, Any]) -> str:
-    """Markdown: one row per phase (mean seconds per video, share of the video), then the step split."""
-    if not summary.get("videos"):
-        return "no video was generated"
-    wall = summary["wall_s"]
-    lines = [f"Latency breakdown, mean of {summary['videos']} video(s), {summary['timing']}", "",
-             "| phase | s | share |", "|---|---|---|"]
-    for name in ("text_encode", "denoise", "vae_decode", "postprocess", "video_encode", "unattributed"):
-        value = summary[f"{name}_s"]
-        lines.append(f"| {name} | {value:.4f} | {value / wall:.1%} |")
-    lines.append(f"| video (wall) | {wall:.4f} | 100% |")
-    if summary.get("peak_gpu_memory_bytes") is not None:
-        lines += ["", f"Peak GPU memory of one video: {summary['peak_gpu_memory_bytes'] / 2**30:.2f} GiB "
-                      "(torch.cuda.max_memory_allocated)" + _memory_split(summary)]
-    if "loadgen_overhead_s" in summary:
-        lines.append(f"| LoadGen overhead (latency - wall) | {summary['loadgen_overhead_s']:.4f} | "
-                     f"{summary['loadgen_overhead_s'] / summary['loadgen_latency_mean_s']:.2%} |")
-        lines.append(f"| harness overhead (LoadGen + mp4 + unattributed) | | "
-                     f"{summary['harness_overhead_share']:.2%} |")
-    parts = [p for p in (*PARTS, "rest") if f"{p}_s" in next(iter(summary["step_by_format"].values()))]
-    lines += ["", "Denoising step (both CFG passes), mean per format:", "",
-              "| format | steps | step s | " + " | ".join(parts) + " | self-attention share | ms per call |",
-              "|---" * (len(parts) + 5) + "|"]
-    for fmt, row in summary["step_by_format"].items():
-        cells = " | ".join(f"{row[f'{p}_s']:.4f}" for p in parts)
-        call = row.get("self_attention_call_ms")
-        lines.append(f"| {fmt} | {row['steps']} | {row['total_s']:.4f} | {cells} | {row['self_attention_share']:.1%} | "
-                     f"{'' if call is None else f'{call:.2f}'} |")
-    return "\n".join(lines + [""] + _clock_lines(summary.get("clock")) + _energy_lines(summary["energy"]))
-
-
-def _memory_split(summary: dict[str, Any]) -> str:
-    """What the video's peak is made of: the memory held when it started, and the peak of each phase."""
-    phases = summary.get("peak_gpu_memory_by_phase_bytes") or {}
-    if summary.get("gpu_memory_held_bytes") is None or not phases:
-        return ""
-    peaks = ", ".join(f"{name} {value / 2**30:.2f}" for name, value in phases.items())
-    held = summary["gpu_memory_held_bytes"] / 2**30
-    return f"; held when the video starts {held:.2f} GiB, peak by phase: {peaks} GiB"
-
-
-def clock_summary(videos: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Per part of the loop (`CLOCK_PARTS`): the median over videos of the median SM clock and power, the hottest
-    temperature and the samples counted; None where no video was sampled."""
-    sampled = [v["clock"] for v in videos if v.get("clock")]
-    if not sampled:
-        return None
-    out: dict[str, Any] = {"source": f"nvidia-smi every {CLOCK_SAMPLE_MS} ms"}
-    for part in CLOCK_PARTS:
-        rows = [c[part] for c in sampled if c.get(part)]
-        out[part] = {"clock_mhz": statistics.median(r["clock_mhz"] for r in rows),
-                     "power_w": statistics.median(r["power_w"] for r in rows),
-                     "temp_c": max(r["temp_c"] for r in rows), "samples": sum(r["samples"] for r in rows),
-                     "power_cap_share": statistics.fmean(r["power_cap_share"] for r in rows)} if rows else None
-    return out
-
-
-def _clock_lines(clock: dict[str, Any] | None) -> list[str]:
-    """Markdown lines of the clock section (none where the GPU was not sampled)."""
-    if not clock:
-        return []
-    lines = [f"SM clock and board power, median of the samples ({clock['source']}):", "",
-             "| part | MHz | W | hottest °C | samples | under the power cap |", "|---|---|---|---|---|---|"]
-    for part in CLOCK_PARTS:
-        row = clock.get(part)
-        if row:
-            lines.append(f"| {part.replace('_', ' ')} | {row['clock_mhz']:.0f} | {row['power_w']:.0f} | "
-                         f"{row['temp_c']:.0f} | {row['samples']} | {row['power_cap_share']:.0%} |")
-    return lines + [""]
-
 
 def split_joules(record: dict[str, Any]) -> None:
     """Each step's share of the denoising loop's joules by device time, and its self-attention's share of it."""
@@ -457,48 +338,6 @@ def split_joules(record: dict[str, Any]) -> None:
         row["joules"] = None if denoise is None or loop_s <= 0 else denoise * row["total_s"] / loop_s
         row["self_attention_joules"] = (None if row["joules"] is None or row["total_s"] <= 0
                                         else row["joules"] * row["self_attention_s"] / row["total_s"])
-
-
-def energy_summary(videos: list[dict[str, Any]], meter: dict[str, Any]) -> dict[str, Any]:
-    """Mean joules per video and per denoising loop (measured), per step and per self-attention call by format
-    (split by device time); every figure None where the meter had no source."""
-    out: dict[str, Any] = {**meter, "joules_per_video": None, "denoise_joules": None, "mean_power_w": None,
-                           "by_format": {},
-                           "split": "step and self-attention joules: the denoising loop's joules split by device time"}
-    measured = [v for v in videos if v.get("joules") is not None]
-    if not measured:
-        return out
-    out["joules_per_video"] = statistics.fmean(v["joules"] for v in measured)
-    out["mean_power_w"] = statistics.fmean(v["joules"] / v["wall_s"] for v in measured)
-    loops = [v["denoise_joules"] for v in measured if v.get("denoise_joules") is not None]
-    out["denoise_joules"] = statistics.fmean(loops) if loops else None
-    by_fmt: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for video in measured:
-        for row in video["steps"]:
-            if row.get("joules") is not None:
-                by_fmt[row["fmt"]].append(row)
-    out["by_format"] = {fmt: {
-        "joules_per_step": statistics.fmean(r["joules"] for r in rows),
-        "joules_per_self_attention_call": statistics.fmean(
-            r["self_attention_joules"] / r["self_attention_calls"] for r in rows if r["self_attention_calls"])
-        if any(r["self_attention_calls"] for r in rows) else None,
-    } for fmt, rows in sorted(by_fmt.items())}
-    return out
-
-
-def _energy_lines(energy: dict[str, Any]) -> list[str]:
-    """Markdown lines of the energy section: measured per video, split per step and per attention call."""
-    if energy.get("joules_per_video") is None:
-        return [f"Energy: not measured ({energy.get('reason') or 'no reading'})."]
-    loop = energy["denoise_joules"]
-    lines = [f"Energy ({energy['source']}): {energy['joules_per_video']:.1f} J per video "
-             f"(mean {energy['mean_power_w']:.0f} W over the video)"
-             + (f", {loop:.1f} J in the denoising loop." if loop is not None else "."),
-             "", "| format | J per step (split by device time) | J per self-attention call |", "|---|---|---|"]
-    for fmt, row in energy["by_format"].items():
-        call = row["joules_per_self_attention_call"]
-        lines.append(f"| {fmt} | {row['joules_per_step']:.2f} | {'' if call is None else f'{call:.3f}'} |")
-    return lines
 
 
 class _TimedCrossAttention:

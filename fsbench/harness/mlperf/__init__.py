@@ -1,1 +1,2 @@
-"""MLPerf: the LoadGen driver, submission packaging and its rules, the accuracy log, TEST04 and the system description."""
+"""MLPerf: the LoadGen driver, submission packaging and its rules, the accuracy log, TEST04 and the system
+description."""

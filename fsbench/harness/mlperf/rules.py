@@ -1,5 +1,5 @@
 """The pre-flight of an MLPerf Inference v6.1 submission tree for wan-2.2-t2v-a14b: every rule of the official
-submission checker that applies to this benchmark (../shared/reference/mlperf-submission-tree.md), run in one
+submission checker that applies to this benchmark (mlcommons/inference's tools/submission), run in one
 pass so the user sees all problems at once instead of one crash or one error per checker run.
 
 A problem is an `error` when the official checker fails (or crashes) on it in that division, and a `warning`

@@ -27,10 +27,10 @@ from typing import Any
 
 from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import accuracy_log, compliance, system as system_desc
+from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check, read_mllog
 from fsbench.harness.run import made_with
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB
 from fsbench.harness.run.writer import atomic_write_text
-from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check, read_mllog
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
 
 DIVISIONS = ("open", "closed")
@@ -48,6 +48,13 @@ class Sources:
     performance: tuple[Path, dict[str, Any]] | None = None
     accuracy: tuple[Path, dict[str, Any]] | None = None
     test04: tuple[Path, dict[str, Any]] | None = None
+
+    def piece(self, mode: str) -> tuple[Path, dict[str, Any]]:
+        """The run and manifest of `mode` (performance or accuracy), which every chosen scenario has."""
+        found: tuple[Path, dict[str, Any]] | None = getattr(self, mode)
+        if found is None:
+            raise FsbenchError(f"{self.scenario} has no {mode} run in --runs")
+        return found
 
 
 @dataclass
@@ -193,7 +200,7 @@ def _build(tree: Path, sources: list[Sources], manifests: list[tuple[Path, dict[
 
 
 def _scenario(folder: Path, src: Sources, division: str, data: Path) -> list[Problem]:
-    perf_run, manifest = src.performance
+    perf_run, manifest = src.piece("performance")
     perf_logs = loadgen_dir(perf_run, manifest["system"], src.scenario, "performance")
     _copy_logs(perf_logs, folder / "performance" / "run_1")
     values, _ = read_mllog(perf_logs / "mlperf_log_detail.txt")
@@ -202,7 +209,8 @@ def _scenario(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
         test_run, test_manifest = src.test04
         test_logs = test04_dir(test_run, test_manifest["system"], src.scenario)
         _copy_logs(test_logs, folder / "TEST04" / "performance" / "run_1")
-        verdict = compliance.verify_performance(perf_logs / "mlperf_log_summary.txt", test_logs / "mlperf_log_summary.txt")
+        verdict = compliance.verify_performance(perf_logs / "mlperf_log_summary.txt",
+                                                test_logs / "mlperf_log_summary.txt")
         atomic_write_text(folder / "TEST04" / "verify_performance.txt", verdict)
     atomic_write_text(folder / "user.conf", _user_conf(src.scenario, values))
     atomic_write_text(folder / "README.md", _scenario_readme(src, manifest, verdict))
@@ -213,7 +221,7 @@ def _scenario(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
 def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Problem]:
     from fsbench.eval.vbench_adapter import accuracy_text, audit_videos
 
-    run, manifest = src.accuracy
+    run, manifest = src.piece("accuracy")
     logs = loadgen_dir(run, manifest["system"], src.scenario, "accuracy")
     where = "/".join(folder.parts[-7:])
     problems = []
@@ -358,11 +366,11 @@ def _scenario_readme(src: Sources, manifest: dict[str, Any], test04_verdict: str
              f"Model `{manifest.get('model')}`, preset `{manifest.get('preset')}`, attention schedule "
              f"`{schedule.get('name')}` (`{schedule.get('spec')}`), device {device}.",
              f"Generation: {_settings_line(manifest)}.", "", "| run | result |", "|---|---|"]
-    for piece, run in (("performance", src.performance), ("accuracy", src.accuracy)):
+    for piece, run in ((mode, src.piece(mode)) for mode in ("performance", "accuracy")):
         result = ((run[1].get("results") or {}).get(src.scenario) or {}).get(piece) or {}
         shown = result.get("validity") or f"{result.get('samples', '?')} samples"
         lines.append(f"| {piece} | {shown} (from `{run[0].name}`) |")
-    if test04_verdict is not None:
+    if test04_verdict is not None and src.test04 is not None:
         lines.append(f"| TEST04 | {test04_verdict.strip().splitlines()[-1]} (from `{src.test04[0].name}`) |")
     overrides = ((manifest.get("results") or {}).get(src.scenario) or {}).get("performance", {}).get("overrides") or {}
     flags = " ".join(f"--{_FLAGS.get(k, k)} {v}" for k, v in overrides.items())

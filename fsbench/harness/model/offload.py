@@ -1,17 +1,17 @@
 """`--offload`: the text encoder and the expert that is not running wait in pinned host memory, and each moves
 onto the GPU when its forward starts.
 
-With every weight on the GPU, a 720p A14B video with BF16 GEMMs and the fp32 VAE decode peaks at 85 GiB (one H200,
-results/README.md), and an 80 GB card runs out of memory in the VAE decode. The weights are constant, so taking a
+With every weight on the GPU, a 720p A14B video with BF16 GEMMs and the fp32 VAE decode peaks above what an 80 GB
+card holds (results/README.md), and runs out of memory in the VAE decode. The weights are constant, so taking a
 component off the GPU frees its memory without a copy, and bringing it back is one host-to-device copy from pinned
-memory: per video the text encoder and both experts, about 69 GB. Written here because diffusers' model CPU offload
-(through accelerate) also copies every component back to host memory, unpinned, each time it leaves.
+memory: per video the text encoder and both experts. Written here because diffusers' model CPU offload (through
+accelerate) also copies every component back to host memory, unpinned, each time it leaves.
 
 Each component's host copy is one buffer pinned with cudaHostRegister, as torch's own checkpoint stager does: the
 pinned caching allocator rounds every block up to a power of two, which would cost up to twice the host memory.
 The buffers are kept out of forked children: Linux (5.9 on, `page_needs_cow_for_dma`) copies a DMA-pinned page
 into the child at fork, and every video forks (ffmpeg through imageio-ffmpeg, whose `preexec_fn` rules out vfork),
-which copied the 69 GB before the child could exec and exhausted a 128 GB host.
+which copied every pinned weight before the child could exec and could exhaust the host's memory.
 """
 from __future__ import annotations
 

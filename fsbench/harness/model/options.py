@@ -1,8 +1,8 @@
 """Speed options of a run, applied the same way to every schedule so the comparison stays fair.
 
-Always on: SDPA tries cuDNN first on CUDA (the fastest BF16 attention on the H200: 564 TFLOP/s against
-flash's 354 at 75600 tokens; torch's default order lists flash first, e.g. in 2.14, so the choice is made
-explicit and recorded), and the negative prompt's embedding is computed once per pipeline (a constant of
+Always on: SDPA tries cuDNN first on CUDA (the fastest BF16 attention on Hopper at the model's sequence
+lengths, results/README.md; torch's default order lists flash first, so the choice is made explicit and
+recorded), and the negative prompt's embedding is computed once per pipeline (a constant of
 the benchmark, not part of a query's input; positive prompts are encoded in every query, as MLPerf asks).
 Options (recorded in the manifest): `compile` (torch.compile of the repeated transformer blocks with
 `fullgraph=True`: the self-attention call, its q/k RMSNorm and RoPE included, is the custom op

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.run.presets import Settings
 from fsbench.harness.model.synthetic import CONFIGS
+from fsbench.harness.run.presets import Settings
 
 SYNTHETIC = tuple(CONFIGS)
 CHECKPOINT_PARTS = ("scheduler", "text_encoder", "tokenizer", "transformer", "transformer_2", "vae")

@@ -11,7 +11,7 @@ TINY_PROMPTS = (
     "a paper boat drifting down a rainy street",
 )
 
-TINY = {
+TINY: dict[str, dict[str, Any]] = {
     "text_encoder": dict(vocab_size=256, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
                          relative_attention_num_buckets=8, relative_attention_max_distance=32),
     # attention_head_dim 32: MX formats quantise head_dim in blocks of 32.
@@ -23,7 +23,7 @@ TINY = {
 }
 
 # Wan2.2-T2V-A14B: the checkpoint's transformer config, the UMT5-XXL encoder and the Wan2.1 VAE defaults.
-A14B = {
+A14B: dict[str, dict[str, Any]] = {
     "text_encoder": dict(vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
                          relative_attention_num_buckets=32, relative_attention_max_distance=128,
                          feed_forward_proj="gated-gelu", layer_norm_epsilon=1e-6),

@@ -1,5 +1,5 @@
-"""`fsbench run --gpus N` and `fsbench sweep --gpus N`: N processes over torch.distributed (NCCL for tensors on
-GPUs, gloo for control messages and for everything on a CPU), only rank 0 talks to LoadGen.
+"""The processes of a `fsbench run` or `fsbench sweep`: one, or N (`--gpus N`) over torch.distributed (NCCL for
+tensors on GPUs, gloo for control messages and for everything on a CPU), where only rank 0 talks to LoadGen.
 
 - Offline: N data-parallel pipeline replicas. Rank 0's SUT answers LoadGen's samples from N threads; each thread
   takes an idle replica (its own pipeline, or rank r through a private gloo channel) and the replica writes the video.
@@ -11,9 +11,12 @@ GPUs, gloo for control messages and for everything on a CPU), only rank 0 talks 
   the replica that made it (atomically), and rank 0's one progress bar counts the videos of all ranks. A resumed
   pass reuses the finished videos on whichever rank is asked for them, so a sweep resumes on any N.
 
-Launch: `fsbench run --gpus N` starts N-1 workers with torch.multiprocessing (from a fork server on a CPU, where
-a spawned worker would spend ~20 s importing diffusers again; spawned with CUDA, which cannot be forked) and serves
-as rank 0; under torchrun every process is one rank. `--device cpu` makes the "GPUs" CPU processes (the tests).
+A run always has a team: `launch` gives one process a `Team` of one (it routes attention and serves LoadGen's
+samples itself) and N processes a `Ranks` each, so the orchestrator runs the same code on any N and never asks.
+
+Launch: `fsbench run --gpus N` starts N-1 workers with torch.multiprocessing (from a fork server on a CPU, where a
+spawned worker would import diffusers again; spawned with CUDA, which cannot be forked) and serves as rank 0; under
+torchrun every process is one rank. `--device cpu` makes the "GPUs" CPU processes (the tests).
 """
 from __future__ import annotations
 
@@ -28,19 +31,17 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.mlperf import loadgen
-from fsbench.harness.model import options as speed, pipeline
-from fsbench.harness.run import orchestrator
+from fsbench.harness.model import pipeline
+from fsbench.harness.model.synthetic import CONFIGS
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
 from fsbench.harness.precision.schedule import ResolvedSchedule
-from fsbench.harness.model.synthetic import CONFIGS
+from fsbench.harness.run.presets import Settings
 from fsbench.kernels.registry import AUTO
 
 TIMEOUT_ENV = "FSBENCH_DIST_TIMEOUT"  # seconds a rank waits in one collective or for one video (default 1800)
@@ -94,22 +95,24 @@ def process_count(gpus: int | None, cuda: bool) -> int:
     return n
 
 
-def plan(scenario: str, spec: orchestrator.RunSpec, gpus: int | None, cfg: int | None, ulysses: int | None,
-         device: str = "auto", capture: bool = False) -> Layout:
+def plan(scenario: str, model: str, settings: Settings, gpus: int | None, cfg: int | None, ulysses: int | None,
+         device: str = "auto", capture: bool = False, warm_up: bool = False) -> Layout:
     """Check the parallel options against the scenario, the model and this host before any work starts."""
     resolved = pipeline.default_device() if device == "auto" else torch.device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise FsbenchError("--device cuda: no CUDA device here; use --device cpu")
-    pipeline.check_device(spec.model, resolved)
+    pipeline.check_device(model, resolved)
     n = process_count(gpus, resolved.type == "cuda")
     if n > 1 and capture:
         raise FsbenchError("--capture records one process's attention calls; run it without --gpus")
+    if n > 1 and warm_up:
+        raise FsbenchError("--warm-up runs in one process only: leave it out with --gpus")
     if scenario == "Offline":
         if (cfg or 1) > 1 or (ulysses or 1) > 1:
             raise FsbenchError("Offline runs one pipeline replica per GPU; --cfg-parallel and --ulysses are for "
                                "SingleStream")
         return Layout(n, resolved.type)
-    s = spec.settings
+    s = settings
     guided = s.guidance_scale > 1 and s.guidance_scale_2 > 1
     cfg = cfg or (2 if n % 2 == 0 and guided else 1)
     ulysses = ulysses or n // cfg
@@ -120,7 +123,7 @@ def plan(scenario: str, spec: orchestrator.RunSpec, gpus: int | None, cfg: int |
     if cfg * ulysses != n:
         raise FsbenchError(f"SingleStream splits each query over all GPUs: --cfg-parallel {cfg} x --ulysses "
                            f"{ulysses} must equal --gpus {n}")
-    heads = num_heads(spec.model)
+    heads = num_heads(model)
     if heads % ulysses:
         raise FsbenchError(f"--ulysses {ulysses} does not divide the model's {heads} attention heads")
     if s.tokens % ulysses:
@@ -136,55 +139,84 @@ def num_heads(model: str) -> int:
     return json.loads(config.read_text())["num_attention_heads"]
 
 
-@dataclass(frozen=True)
-class Job:
-    """Everything a rank needs (picklable: spawned workers get a copy)."""
+class Generator(Protocol):
+    """What a team needs of the orchestrator's video generator (`harness.run.orchestrator.VideoGenerator`)."""
 
-    spec: orchestrator.RunSpec
-    opts: loadgen.LoadgenOptions
-    run: Path
-    system: str
-    impl: str
-    layout: Layout
-    speed: speed.SpeedOptions = speed.SpeedOptions()
-    profile: bool = False
+    generated: int
+    reused: int
 
+    def __call__(self, index: int) -> str: ...
 
-def launch(job: Job) -> dict[str, Any] | None:
-    """Run `job` on all its ranks; returns the LoadGen summary on rank 0 and None on the others."""
-    summaries = launch_passes([job])
-    return None if summaries is None else summaries[0]
+    def can_reuse(self, index: int) -> bool: ...
+
+    def frames(self, index: int) -> Any: ...
 
 
-def launch_passes(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]], None] | None = None
-                  ) -> list[dict[str, Any]] | None:
-    """Run `jobs` one after another on the same ranks and pipelines (`fsbench sweep --gpus N`: one AccuracyOnly
-    pass per schedule, the model and settings shared); returns the summaries on rank 0 and None on the others.
+class Team:
+    """The processes of one run as the orchestrator sees them. This class is the team of one process: it routes
+    attention here, serves LoadGen's samples itself and adds nothing to the summary. `Ranks` is the team of N."""
 
-    `on_summary(job, summary)` is called on rank 0 as each pass finishes."""
-    if torchrun_world() is None or int(os.environ["RANK"]) == 0:
-        for job in jobs:
-            orchestrator.open_run_dir(job.run, job.spec, job.system, torch.device(job.layout.device))
+    def __init__(self, layout: Layout, device: torch.device, rank: int = 0):
+        self.layout, self.device, self.rank = layout, device, rank
+
+    @property
+    def leads(self) -> bool:
+        """Rank 0 talks to LoadGen and writes the results; the other ranks follow it."""
+        return self.rank == 0
+
+    def parallelize(self, pipe: Any) -> None:
+        """Split the model over the team's processes (one process keeps it whole)."""
+
+    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None,
+               bf16_impl: str = AUTO) -> SelfAttentionRouter:
+        """The attention router of this process."""
+        return SelfAttentionRouter(schedule, impl=impl, capture=capture, bf16_impl=bf16_impl)
+
+    @contextlib.contextmanager
+    def serve(self, generator: Generator) -> Iterator[tuple[Callable[[int], str], int]]:
+        """Rank 0: `(generate, concurrency)` for LoadGen's SUT."""
+        yield generator, 1
+
+    def follow(self, generator: Generator) -> None:
+        """Ranks > 0: compute what rank 0 asks for until it is done."""
+        raise RuntimeError("a team of one process has no rank 0 to follow")
+
+    def record(self) -> dict[str, Any]:
+        """What the team adds to a LoadGen summary: nothing for one process, `parallel` (the layout) for N."""
+        return {}
+
+
+R = TypeVar("R")
+
+
+def launch(layout: Layout, scenario: str, main: Callable[[Team], R]) -> R:
+    """`main(team)` on every process of `layout`, this one included; returns this process's result.
+
+    One process runs `main` here with a `Team`; N processes each join the process group and run it with their
+    `Ranks` (under torchrun this process is one rank; else this process is rank 0 and starts the others, so
+    `main` must be picklable)."""
+    if layout.processes == 1:
+        return main(Team(layout, torch.device(layout.device)))
     if torchrun_world() is not None:
-        rank = int(os.environ["RANK"])
-        return _serve(rank, int(os.environ["LOCAL_RANK"]), tuple(jobs), "env://", on_summary if rank == 0 else None)
-    layout = jobs[0].layout
-    return run_ranks(layout.processes, layout.device == "cpu", _serve,
-                     lambda rank, init: (rank, rank, tuple(jobs), init, on_summary if rank == 0 else None))
+        return _rank(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), layout, scenario, "env://", main)
+    module = getattr(main, "func", main).__module__  # a functools.partial names its function
+    return run_ranks(layout.processes, layout.device == "cpu", _rank,
+                     lambda rank, init: (rank, rank, layout, scenario, init, main), preload=(module,))
 
 
-def run_ranks(n: int, cpu: bool, target: Callable[..., Any], args: Callable[[int, str], tuple]) -> Any:
+def run_ranks(n: int, cpu: bool, target: Callable[..., Any], args: Callable[[int, str], tuple],
+              preload: Sequence[str] = ()) -> Any:
     """Rank 0 in this process and ranks 1..n-1 as child processes, all meeting at one fresh TCP rendezvous:
     `target(*args(rank, init_method))` on each. Returns rank 0's result; a child that fails is one error naming it,
     and none is left running.
 
     With CUDA the children are spawned (CUDA cannot be forked). On a CPU they come from a fork server that imported
-    this module once: as quick as a fork of this process, without inheriting its threads (a fork of a process whose
-    OpenMP or logging threads hold a lock can hang the child)."""
+    this module and `preload` once: as quick as a fork of this process, without inheriting its threads (a fork of a
+    process whose OpenMP or logging threads hold a lock can hang the child)."""
     init = f"tcp://127.0.0.1:{_free_port()}"
     context = torch.multiprocessing.get_context("forkserver" if cpu else "spawn")
     if cpu:
-        context.set_forkserver_preload([__name__])
+        context.set_forkserver_preload([__name__, *preload])
     workers = [context.Process(target=target, args=args(rank, init), name=f"fsbench rank {rank}")
                for rank in range(1, n)]
     for worker in workers:
@@ -221,10 +253,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(rank: int, local_rank: int, jobs: tuple[Job, ...], init_method: str,
-           on_summary: Callable[[Job, dict[str, Any]], None] | None = None) -> list[dict[str, Any]] | None:
-    """One rank: join the process group, build the pipeline once, then lead (rank 0) or follow every pass."""
-    layout = jobs[0].layout
+def _rank(rank: int, local_rank: int, layout: Layout, scenario: str, init_method: str,
+          main: Callable[[Team], R]) -> R:
+    """One rank of N: take its device and CPU share, join the process group, run `main` with its `Ranks`."""
     if layout.device == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -237,37 +268,19 @@ def _serve(rank: int, local_rank: int, jobs: tuple[Job, ...], init_method: str,
     dist.init_process_group(layout.backend, init_method=init_method, rank=rank,
                             world_size=layout.processes, timeout=timeout)
     try:
-        team = Team(jobs[0], rank, device)
-        pipe = orchestrator.load_pipeline(jobs[0].spec, device)
-        team.parallelize(pipe)
-        record = speed.apply(pipe, jobs[0].speed)
-        if rank != 0:
-            pipe.set_progress_bar_config(disable=True)
-        summaries = []
-        with speed.cudnn_first():
-            for job in jobs:
-                team.job = job  # the pass's schedule and run folder; the process groups stay
-                if rank != 0:
-                    team.follow(pipe)
-                    continue
-                summary = orchestrator.run_scenario(pipe, job.spec, job.run, job.system, job.opts, impl=job.impl,
-                                              profile=job.profile, speed=record, team=team)
-                summaries.append(summary)
-                if on_summary is not None:
-                    on_summary(job, summary)
-        return summaries if rank == 0 else None
+        return main(Ranks(layout, scenario, rank, device))
     finally:
         dist.destroy_process_group()
         torch.set_num_threads(threads)
 
 
-class Team:
-    """This rank's process groups and its part in a LoadGen test (built in the same order on every rank)."""
+class Ranks(Team):
+    """This rank's process groups and its part in a LoadGen test (built in the same order on every rank); the same
+    groups serve every pass of a sweep."""
 
-    def __init__(self, job: Job, rank: int, device: torch.device):
-        self.job, self.rank, self.device = job, rank, device
-        layout = job.layout
-        self.single_stream = job.opts.scenario == "SingleStream"
+    def __init__(self, layout: Layout, scenario: str, rank: int, device: torch.device):
+        super().__init__(layout, device, rank)
+        self.single_stream = scenario == "SingleStream"
         self.mesh: Any = None
         self.parallel_config: Any = None
         self.channels: dict[int, Any] = {}
@@ -284,10 +297,10 @@ class Team:
         """SingleStream: the sequence split and the CFG split on both experts (Offline replicas need nothing)."""
         from fsbench.harness.parallel import cfg as cfg_parallel, ulysses
 
-        if self.single_stream and self.job.layout.ulysses > 1:
-            self.parallel_config = ulysses.shard_sequence(pipe, self.mesh, self.rank, self.job.layout.processes,
+        if self.single_stream and self.layout.ulysses > 1:
+            self.parallel_config = ulysses.shard_sequence(pipe, self.mesh, self.rank, self.layout.processes,
                                                           self.device)
-        if self.single_stream and self.job.layout.cfg > 1:
+        if self.single_stream and self.layout.cfg > 1:
             cfg_parallel.install(pipe, self.mesh["cfg"].get_group())
 
     def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None,
@@ -296,21 +309,21 @@ class Team:
         from fsbench.harness.parallel.ulysses import UlyssesRouter
 
         if self.parallel_config is None:
-            return SelfAttentionRouter(schedule, impl=impl, capture=capture, bf16_impl=bf16_impl)
+            return super().router(schedule, impl=impl, capture=capture, bf16_impl=bf16_impl)
         return UlyssesRouter(schedule, self.mesh["ulysses"].get_group(), self.parallel_config, impl=impl,
                              bf16_impl=bf16_impl)
 
-    def describe(self) -> dict[str, Any]:
+    def record(self) -> dict[str, Any]:
         """The layout as the manifest records it."""
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
-        record = {**self.job.layout.as_dict(), "device_name": name,
+        layout = {**self.layout.as_dict(), "device_name": name,
                   "launcher": "torchrun" if torchrun_world() is not None else "fsbench"}
         if self.pool is not None:
-            record["samples_per_replica"] = [self.pool.served[rank] for rank in sorted(self.pool.served)]
-        return record
+            layout["samples_per_replica"] = [self.pool.served[rank] for rank in sorted(self.pool.served)]
+        return {"parallel": layout}
 
     @contextlib.contextmanager
-    def serve(self, generator: orchestrator.VideoGenerator) -> Iterator[tuple[Callable[[int], str], int]]:
+    def serve(self, generator: Generator) -> Iterator[tuple[Callable[[int], str], int]]:
         """Rank 0: `(generate, concurrency)` for LoadGen's SUT; on exit the other ranks are released."""
         if self.single_stream:
             yield self._lead(generator), 1
@@ -322,29 +335,21 @@ class Team:
         finally:
             self.pool.release()
 
-    def _lead(self, generator: orchestrator.VideoGenerator) -> Callable[[int], str]:
+    def _lead(self, generator: Generator) -> Callable[[int], str]:
         def generate(index: int) -> str:
             if not generator.can_reuse(index):
                 dist.broadcast_object_list([index], src=0, device=_CPU)
             return generator(index)
         return generate
 
-    def follow(self, pipe: Any) -> None:
-        """Ranks > 0: compute what rank 0 sends until it sends None."""
-        job = self.job
-        router = self.router(job.spec.schedule, impl=job.impl, capture=None, bf16_impl=job.speed.bf16_impl)
-        router.install(pipe)
-        try:
-            if self.single_stream:
-                generator = orchestrator.VideoGenerator(pipe, job.spec, job.run, router, reuse=False)
-                while (index := _receive_broadcast()) is not None:
-                    generator.frames(index)
-            else:
-                generator = orchestrator.VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
-                                                  made_with=job.spec.made_with(job.impl, asdict(job.speed)))
-                _answer_samples(generator, self.channels[self.rank])
-        finally:
-            router.uninstall()
+    def follow(self, generator: Generator) -> None:
+        """Ranks > 0: compute what rank 0 sends until it sends None (SingleStream: this rank's part of every
+        query's frames; Offline: whole videos, as a replica)."""
+        if self.single_stream:
+            while (index := _receive_broadcast()) is not None:
+                generator.frames(index)
+        else:
+            _answer_samples(generator, self.channels[self.rank])
 
 
 def _receive_broadcast() -> Any:
@@ -353,7 +358,7 @@ def _receive_broadcast() -> Any:
     return message[0]
 
 
-def _answer_samples(generator: orchestrator.VideoGenerator, channel: Any) -> None:
+def _answer_samples(generator: Generator, channel: Any) -> None:
     """A replica's loop: a sample index in, (video path, reused, error) out, until None arrives."""
     while True:
         message = [None]
@@ -371,7 +376,7 @@ def _answer_samples(generator: orchestrator.VideoGenerator, channel: Any) -> Non
 class _ReplicaPool:
     """Rank 0's view of the replicas: each sample goes to an idle one; remote ones report over their channel."""
 
-    def __init__(self, local: orchestrator.VideoGenerator, channels: dict[int, Any]):
+    def __init__(self, local: Generator, channels: dict[int, Any]):
         self.local, self.channels = local, channels
         self.idle: queue.Queue[int] = queue.Queue()
         for rank in (0, *channels):
@@ -388,7 +393,7 @@ class _ReplicaPool:
             if rank == 0:
                 return self.local(index)
             dist.send_object_list([index], dst=rank, group=self.channels[rank], device=_CPU)
-            reply = [None]
+            reply: list[Any] = [None]
             dist.recv_object_list(reply, src=rank, group=self.channels[rank], device=_CPU)
             path, reused, error = reply[0]
             if error is not None:

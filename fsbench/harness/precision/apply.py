@@ -14,8 +14,7 @@ import torch
 
 from fsbench.errors import FsbenchError
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter, per_step
-from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule
-from fsbench.harness.precision.schedule import load as load_schedule
+from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule, load as load_schedule
 from fsbench.kernels.registry import RUN_CHOICES
 
 

@@ -13,10 +13,9 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.harness.precision.schedule import FORMATS
+from fsbench.kernels.constants import MX_FORMATS
 
 PREFIX = "fsbench_"
-MX_FORMATS = tuple(f for f in FORMATS if f != "bf16")
 
 
 def names() -> list[str]:
@@ -67,7 +66,7 @@ def _backend(fmt: str) -> Callable[..., torch.Tensor]:
         if attn_mask is not None or is_causal or dropout_p or enable_gqa:
             raise ValueError(f"attention backend {PREFIX}{fmt} computes non-causal attention without a mask, dropout "
                              "or grouped heads; set it only on models whose attention has none")
-        options = {} if scale is None else {"sm_scale": scale}
+        options: dict[str, Any] = {} if scale is None else {"sm_scale": scale}
         return kernels.attention(query, key, value, fmt, layout="BSHD", **options)
 
     attend.__name__ = f"{PREFIX}{fmt}_attention"

@@ -18,6 +18,7 @@ format: RMSNorm, RoPE and attention.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import logging
@@ -30,11 +31,10 @@ from typing import Any
 import torch
 
 from fsbench import kernels
-from fsbench.harness.run.writer import atomic_write, atomic_write_text
 from fsbench.harness.precision.schedule import ResolvedSchedule
+from fsbench.harness.run.writer import atomic_write, atomic_write_text
 from fsbench.kernels import op
-from fsbench.kernels.prologue import Prologue
-from fsbench.kernels.prologue import apply as apply_prologue
+from fsbench.kernels.prologue import Prologue, apply as apply_prologue
 from fsbench.kernels.registry import AUTO
 
 CFG_PASSES = ("cond", "uncond")
@@ -102,19 +102,22 @@ class Capture:
     def finish(self) -> dict[str, Any]:
         """Write summary.json (mean rollback rate per step and format) and the saved q, k, v; return the summary."""
         self.flush()
+        out_dir = self.out_dir
+        if out_dir is None:
+            raise ValueError("a capture kept in memory has no folder to write its summary to")
         saved = []
         for rate, _, record, (q, k, v) in sorted(self._top, key=lambda item: -item[0]):
             name = (f"qkv/v{record['video']}-s{record['step']}-{record['expert']}-l{record['layer']}-"
                     f"{record['cfg']}.pt")
-            atomic_write(self.out_dir / name, lambda tmp, q=q, k=k, v=v, r=record: torch.save(
-                {"q": q, "k": k, "v": v, "layout": "BSHD", "record": r}, tmp))
+            tensors = {"q": q, "k": k, "v": v, "layout": "BSHD", "record": record}
+            atomic_write(out_dir / name, functools.partial(torch.save, tensors))
             saved.append({"file": name, "rollback_rate": rate})
         summary = {
             "calls": len(self.records),
             "per_step": per_step(self.records),
             "saved_qkv": saved,
         }
-        atomic_write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
 
 

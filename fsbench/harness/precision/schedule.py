@@ -25,9 +25,9 @@ except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
     import tomli as tomllib
 
 from fsbench.errors import FsbenchError
+from fsbench.kernels import constants
 from fsbench.paths import SCENARIO_DIR
 
-FORMATS = ("bf16", "mxfp8", "mxfp6", "mxfp4")
 SCHEDULE_DIR = SCENARIO_DIR / "schedules"
 
 _TERM = re.compile(r"^(?:(\d{1,6})|(\d{1,6})-(\d{1,6})|(first|last)(\d{1,6})(%?))$")  # 6 digits: no absurd numbers
@@ -61,7 +61,7 @@ class Schedule:
     def spec(self) -> str:
         return ";".join(str(r) for r in self.rules)
 
-    def resolve(self, steps: int, layers: int) -> "ResolvedSchedule":
+    def resolve(self, steps: int, layers: int) -> ResolvedSchedule:
         """The format table for `steps` denoising steps and `layers` blocks per expert."""
         grid: list[list[tuple[int, Rule] | None]] = [[None] * layers for _ in range(steps)]
         for rule in self.rules:
@@ -97,7 +97,7 @@ class ResolvedSchedule:
 
     @property
     def formats(self) -> tuple[str, ...]:
-        return tuple(sorted({f for row in self.table for f in row}, key=FORMATS.index))
+        return tuple(sorted({f for row in self.table for f in row}, key=constants.FORMATS.index))
 
     def by_step(self) -> list[str]:
         """One short label per step: the format, or `fmtA/fmtB` when layers differ."""
@@ -171,8 +171,9 @@ def load(value: str) -> Schedule:
 
 
 def _rule(fmt: str, steps: str, layers: str, where: str) -> Rule:
-    if fmt not in FORMATS:
-        raise FsbenchError(f"schedule rule {where!r}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt not in constants.FORMATS:  # the kernels' formats: one a kernel gains, a schedule accepts
+        raise FsbenchError(f"schedule rule {where!r}: unknown format {fmt!r}; expected one of "
+                           f"{', '.join(constants.FORMATS)}")
     for what, terms in (("steps", steps), ("layers", layers)):
         if terms != "*":
             for term in terms.split(","):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,9 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
-from fsbench.harness.run.presets import Settings
 from fsbench.harness.model.synthetic import TINY_PROMPTS
+from fsbench.harness.run.presets import Settings
+from fsbench.paths import DATA_ENV, data_dir
 from fsbench.rundir import video_name
 
 PROMPTS_FILE = "vbench_prompts.txt"
@@ -39,18 +39,15 @@ class Prompts:
 
 
 def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Prompts:
-    """`path`, else the tiny model's own prompts, else `$FSBENCH_DATA/vbench_prompts.txt`; first `limit` lines."""
+    """`path`, else the tiny model's own prompts, else vbench_prompts.txt of the data folder (`paths.data_dir`);
+    first `limit` lines."""
     if path is None and model == "tiny":
         texts, source = list(TINY_PROMPTS), "builtin:tiny"
     else:
-        if path is None:
-            data = os.environ.get("FSBENCH_DATA")
-            if not data:
-                raise FsbenchError("no prompts: pass --prompts FILE or set FSBENCH_DATA to a folder holding "
-                                   f"{PROMPTS_FILE} (scripts/fetch_dataset.py downloads it)")
-            path = Path(data) / PROMPTS_FILE
+        path = path or data_dir() / PROMPTS_FILE
         if not path.is_file():
-            raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE or run scripts/fetch_dataset.py")
+            raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE, or run scripts/fetch_dataset.py "
+                               f"(or set {DATA_ENV} to a folder holding {PROMPTS_FILE})")
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
@@ -96,10 +93,11 @@ class Latent:
 
 
 def default_latent_file(settings: Settings) -> Path | None:
-    """$FSBENCH_DATA/fixed_latent.pt for the `mlperf` preset at MLPerf's video size, else None (seeded)."""
+    """fixed_latent.pt of the data folder (`paths.data_dir`) for the `mlperf` preset at MLPerf's video size, else
+    None (seeded)."""
     if settings.preset != LATENT_PRESET or settings.latent_shape != LATENT_SHAPE:
         return None
-    return Path(os.environ.get("FSBENCH_DATA") or ".") / LATENT_FILE
+    return data_dir() / LATENT_FILE
 
 
 def load_latent(settings: Settings, path: Path | None = None) -> Latent:
@@ -112,7 +110,7 @@ def load_latent(settings: Settings, path: Path | None = None) -> Latent:
         elif official is not None:
             logging.getLogger("fsbench").warning(
                 "no MLPerf %s at %s: starting from N(0,1) of seed %d instead (a closed submission refuses this run); "
-                "fetch it with scripts/fetch_dataset.py and set FSBENCH_DATA", LATENT_FILE, official, settings.seed)
+                "fetch it with scripts/fetch_dataset.py", LATENT_FILE, official, settings.seed)
     if path is None:
         return Latent(fixed_latent(settings), f"seed {settings.seed}")
     data = Path(path).read_bytes() if Path(path).is_file() else b""

@@ -23,9 +23,10 @@ def made_with(model: str, settings: Mapping[str, Any], latent_sha256: str, sched
               speed: Mapping[str, Any] | None) -> str:
     """The digest of the settings that shape a video's pixels; a bf16 kernel other than SDPA (`--bf16-impl`) joins
     them only where chosen, so the digests of runs made before the option existed stay as they were."""
-    pixels = {k: (speed or {}).get(k) for k in rundir.PIXEL_KEYS}
-    if (speed or {}).get("bf16_impl", AUTO) != AUTO:
-        pixels["bf16_impl"] = speed["bf16_impl"]
+    chosen = speed or {}
+    pixels = {k: chosen.get(k) for k in rundir.PIXEL_KEYS}
+    if chosen.get("bf16_impl", AUTO) != AUTO:
+        pixels["bf16_impl"] = chosen["bf16_impl"]
     record = {"model": model, "settings": dict(settings), "latent": latent_sha256, "schedule": schedule_spec,
               "impl": impl, "speed": pixels}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
@@ -42,8 +43,8 @@ def probe(video: Path) -> tuple[int, int, int]:
 
     frames, shape = 0, (0, 0)
     try:
-        for frames, frame in enumerate(iio.imiter(video, plugin="FFMPEG"), start=1):
-            shape = frame.shape[:2]
+        for frame in iio.imiter(video, plugin="FFMPEG"):
+            frames, shape = frames + 1, frame.shape[:2]
     except Exception as exc:  # noqa: BLE001 - ffmpeg reports a damaged file in many ways
         raise ValueError(f"{video} does not decode ({type(exc).__name__}: {str(exc)[:120]})") from exc
     if not frames:

@@ -1,44 +1,32 @@
 """One benchmark run, as numbered steps: settings -> schedule -> prompts + latent -> run directory ->
-pipeline + attention routing -> LoadGen -> writer. `fsbench run` and `fsbench sweep` call `prepare`,
-`load_pipeline` and `run_scenario`; the device script reuses `VideoGenerator`."""
+pipeline + attention routing -> LoadGen -> writer. `fsbench run` and `fsbench sweep` call `prepare`, then `run`
+with one `Job` per LoadGen test; `run` hands the jobs to the run's team (harness.parallel.team), which runs the
+same steps on one process or on N."""
 from __future__ import annotations
 
-import contextlib
+import functools
 import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
 from fsbench import rundir
-from fsbench.harness.mlperf import loadgen
-from fsbench.harness.model import pipeline
-from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
-from fsbench.harness.precision.router import Capture, SelfAttentionRouter
-from fsbench.harness.run.presets import Settings, build_settings
+from fsbench.harness.measure import profile_report
 from fsbench.harness.measure.profile import NullProfiler, Profiler
-from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule
-from fsbench.harness.precision.schedule import load as load_schedule
-from fsbench.kernels.registry import AUTO
-
-
-class Team(Protocol):
-    """Rank 0's side of a run on several processes (`harness.parallel.team.Team` is the one implementation): it
-    supplies the attention router, serves LoadGen's samples with the other ranks and describes the layout."""
-
-    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None,
-               bf16_impl: str = AUTO) -> SelfAttentionRouter: ...
-
-    def serve(self, generator: VideoGenerator) -> contextlib.AbstractContextManager[tuple[Callable[[int], str], int]]:
-        ...
-
-    def describe(self) -> dict[str, Any]: ...
+from fsbench.harness.mlperf import loadgen
+from fsbench.harness.model import options, pipeline
+from fsbench.harness.parallel import team as teams
+from fsbench.harness.precision.router import Capture, SelfAttentionRouter
+from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule, load as load_schedule
+from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
+from fsbench.harness.run.presets import Settings, build_settings
 
 
 @dataclass(frozen=True)
@@ -60,6 +48,26 @@ class RunSpec:
         """The digest a video of this run records (harness.run.made_with): what shapes its pixels."""
         return artifacts.made_with(self.model, self.settings.as_dict(), dataset.latent_sha256(self.latent),
                                    self.schedule.spec, impl, speed)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One LoadGen test of a run, as every process of its team needs it (picklable: started processes get a copy).
+
+    `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
+    `profile`: time every phase of every video into RUN/profile.{json,md}; `warm_up`: one step per attention
+    format before LoadGen starts (`VideoGenerator.warm_up`)."""
+
+    spec: RunSpec
+    opts: loadgen.LoadgenOptions
+    run: Path
+    system: str
+    impl: str
+    layout: teams.Layout
+    speed: options.SpeedOptions = options.SpeedOptions()
+    profile: bool = False
+    capture_qkv: int | None = None
+    warm_up: bool = False
 
 
 def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
@@ -161,6 +169,8 @@ class VideoGenerator:
         MLPerf SUT's untimed warm-up): compiled blocks (`--compile`) build their graph of every format here, not
         inside a timed query. No statistics are captured and nothing is written; returns what ran."""
         router, s = self.router, self.spec.settings
+        if router is None:
+            raise ValueError("a warm-up routes attention: this generator has no router")
         schedule, capture = router.schedule, router.capture
         start = time.perf_counter()
         router.capture = None
@@ -199,42 +209,79 @@ class VideoGenerator:
         return str(relative)
 
 
-def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen.LoadgenOptions, *,
-                 impl: str = "auto", capture_qkv: int | None = None, profile: bool = False,
-                 speed: dict[str, Any] | None = None, team: Team | None = None,
-                 warm_up: bool = False) -> dict[str, Any]:
-    """Steps 6-7: route attention, run LoadGen, merge the summary into the manifest; returns the summary.
+def run(jobs: Sequence[Job], on_summary: Callable[[Job, dict[str, Any]], None] | None = None
+        ) -> list[dict[str, Any]] | None:
+    """Steps 4-7 of every job in turn on the processes of their layout, the pipeline loaded once (a sweep's
+    passes share it): returns the summaries where this process leads the run, None on a torchrun rank above 0.
 
-    `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
-    `profile`: time every phase of every video into RUN/profile.{json,md}; `speed`: the record of
-    `harness.model.options.apply`, kept in the summary; `team`: rank 0 of a `fsbench run --gpus N` (harness.parallel.team),
-    which supplies the router and serves LoadGen's samples with the other ranks; `warm_up`: one step per
-    attention format before LoadGen starts (`VideoGenerator.warm_up`; one process only).
-    """
-    capture = None
-    if capture_qkv is not None:
-        capture = Capture(rundir.capture_dir(run, opts.scenario, opts.mode), save_qkv=capture_qkv)
-        (capture.out_dir / "calls.jsonl").unlink(missing_ok=True)
-    router = (SelfAttentionRouter if team is None else team.router)(
-        spec.schedule, impl=impl, capture=capture, bf16_impl=(speed or {}).get("bf16_impl", AUTO))
+    `on_summary(job, summary)` is called where the run is led, as each job finishes."""
+    layout = jobs[0].layout
+    if teams.leads_job():
+        for job in jobs:
+            open_run_dir(job.run, job.spec, job.system, torch.device(layout.device))
+            logs.attach(job.run)
+    return teams.launch(layout, jobs[0].opts.scenario, functools.partial(_passes, tuple(jobs), on_summary))
+
+
+def _passes(jobs: tuple[Job, ...], on_summary: Callable[[Job, dict[str, Any]], None] | None,
+            team: teams.Team) -> list[dict[str, Any]] | None:
+    """One process's part of `run`: load and split the pipeline, then lead (rank 0) or follow every job."""
+    pipe = load_pipeline(jobs[0].spec, team.device)
+    team.parallelize(pipe)
+    record = options.apply(pipe, jobs[0].speed)
+    if not team.leads:
+        pipe.set_progress_bar_config(disable=True)
+    summaries = []
+    with options.cudnn_first():
+        for job in jobs:
+            if not team.leads:
+                _follow(pipe, job, team, record)
+                continue
+            summary = run_scenario(pipe, job, team, speed=record)
+            summaries.append(summary)
+            if on_summary is not None:
+                on_summary(job, summary)
+    return summaries if team.leads else None
+
+
+def _follow(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any]) -> None:
+    """A rank above 0: compute what rank 0 asks of this job until it is done."""
+    router = team.router(job.spec.schedule, impl=job.impl, capture=None, bf16_impl=job.speed.bf16_impl)
     router.install(pipe)
-    profiler = Profiler(pipe.device) if profile else None
+    try:
+        team.follow(VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
+                                   made_with=job.spec.made_with(job.impl, speed)))
+    finally:
+        router.uninstall()
+
+
+def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Steps 6-7 on the leading process: route attention, run LoadGen with the team serving its samples, merge
+    the summary into the manifest; returns the summary. `speed`: the record of `harness.model.options.apply`,
+    kept in the summary."""
+    spec, run, opts = job.spec, job.run, job.opts
+    capture = None
+    capture_dir = rundir.capture_dir(run, opts.scenario, opts.mode)
+    if job.capture_qkv is not None:
+        capture = Capture(capture_dir, save_qkv=job.capture_qkv)
+        (capture_dir / "calls.jsonl").unlink(missing_ok=True)
+    router = team.router(spec.schedule, impl=job.impl, capture=capture, bf16_impl=job.speed.bf16_impl)
+    router.install(pipe)
+    profiler = Profiler(pipe.device) if job.profile else None
     # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
     generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
-                               profiler=profiler, made_with=spec.made_with(impl, speed))
-    warmed = generator.warm_up() if warm_up and team is None else None
+                               profiler=profiler, made_with=spec.made_with(job.impl, speed))
+    warmed = generator.warm_up() if job.warm_up else None
     if profiler is not None:
         profiler.install(pipe, router)
     total = len(spec.prompts.texts)
     expected = total if opts.mode == "accuracy" else opts.count
-    log_dir = rundir.loadgen_dir(run, system, opts.scenario, opts.mode, audit=opts.audit)
+    log_dir = rundir.loadgen_dir(run, job.system, opts.scenario, opts.mode, audit=opts.audit)
     try:
-        serving = contextlib.nullcontext((generator, 1)) if team is None else team.serve(generator)
-        with serving as (generate, concurrency), \
+        with team.serve(generator) as (generate, concurrency), \
                 tqdm(total=expected, desc=f"{opts.scenario} {opts.mode} [{spec.schedule.name}]", unit="video",
                      disable=logs.quiet()) as bar:
-            summary = loadgen.run_test(generate, total, opts, log_dir, on_sample=bar.update,
-                                              concurrency=concurrency)
+            summary = loadgen.run_test(generate, total, opts, log_dir, on_sample=bar.update, concurrency=concurrency)
     finally:
         if profiler is not None:
             profiler.uninstall()
@@ -253,15 +300,14 @@ def run_scenario(pipe: Any, spec: RunSpec, run: Path, system: str, opts: loadgen
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
     if capture is not None:
         capture_summary = capture.finish()
-        summary["capture"] = {"dir": str(capture.out_dir.relative_to(run)), "calls": capture_summary["calls"]}
+        summary["capture"] = {"dir": str(capture_dir.relative_to(run)), "calls": capture_summary["calls"]}
     if speed is not None:
         summary["speed"] = speed
     if warmed is not None:
         summary["warm_up"] = warmed
-    if team is not None:
-        summary["parallel"] = team.describe()
+    summary.update(team.record())
     if profiler is not None:
-        summary["profile"] = profiler.write(run, summary)
+        summary["profile"] = profile_report.write(run, profiler, summary)
     writer.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
     logging.getLogger("fsbench").info("%s (%s)", describe(summary), spec.schedule.name)
     return summary

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError
+from fsbench.paths import data_dir
 
 MODES = ("run", "eval", "submission")
-FETCH_DATA = "python scripts/fetch_dataset.py --out DIR on a connected machine, copy DIR here, export FSBENCH_DATA=DIR"
+FETCH_DATA = ("python scripts/fetch_dataset.py on a connected machine, then copy the folder it wrote to the one named "
+              "here (or anywhere, and export FSBENCH_DATA=DIR)")
 
 
 @dataclass(frozen=True)
@@ -100,17 +100,16 @@ def _model(model: str) -> Check:
 def _data(model: str) -> list[Check]:
     from fsbench.harness.run import dataset
 
-    folder = os.environ.get("FSBENCH_DATA")
-    prompts = Path(folder or ".") / dataset.PROMPTS_FILE
+    folder = data_dir()
+    prompts = folder / dataset.PROMPTS_FILE
     run_needs = ("run", "submission") if model != "tiny" else ("submission",)
-    if folder and prompts.is_file():
+    if prompts.is_file():
         count = sum(1 for line in prompts.read_text(encoding="utf-8").splitlines() if line.strip())
         checks = [Check("prompts", True, f"{prompts} ({count})", needed_by=run_needs)]
     else:
-        where = f"{prompts} is missing" if folder else "FSBENCH_DATA is not set"
-        checks = [Check("prompts", False, where, FETCH_DATA, run_needs)]
-    latent = Path(folder or ".") / dataset.LATENT_FILE
-    if folder and latent.is_file():
+        checks = [Check("prompts", False, f"{prompts} is missing", FETCH_DATA, run_needs)]
+    latent = folder / dataset.LATENT_FILE
+    if latent.is_file():
         blob = dataset.git_blob_id(latent.read_bytes())
         official = blob == dataset.LATENT_GIT_BLOB
         checks.append(Check("fixed latent", official, f"{latent} (git blob {blob[:12]}"

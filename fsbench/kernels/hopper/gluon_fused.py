@@ -18,8 +18,7 @@ results/h200/kernels/profile/ncu_attention.md.
 In the fused policy P goes to the PV GEMM through shared memory, not registers: PV_j then runs under the
 warpgroup's own next policy (FA3's intra-warpgroup overlap) without two P operands in registers beside O, PV
 and S, which the 240 registers a math warpgroup gets do not hold. The conventional policy, the baseline, keeps
-P in registers and waits for PV_j in its turn, which measured faster for it (830 vs 800 TFLOP/s). A/B on the
-H200: results/log/.
+P in registers and waits for PV_j in its turn, which measured faster for it (A/B in results/log/).
 Tile 0 (it seeds the frozen maximum) and the last, masked tile are peeled out of the loop. K and V arrive in the
 prepass's "thread" key order (`prepass.KEY_ORDERS`): each quad thread holds one MX block of P per row.
 
@@ -39,8 +38,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.language.core import _aggregate as aggregate  # Triton 3.6 has no public name for it
-from triton.language.core import base_value
+from triton.language.core import (
+    _aggregate as aggregate,  # Triton 3.6 has no public name for it
+    base_value,
+)
 
 from fsbench.kernels import constants
 
@@ -498,7 +499,7 @@ def _accumulate(acc, pv, pv_scale, alpha, RESCALE: gl.constexpr):
     """O = O alpha + PV pv_scale in float32. RESCALE is off only where alpha is always 1 (fused, no gate); with
     the gate, alpha is 1 in every row that did not roll back, and a warp skips the multiplies when all its
     rows are such (`_rescale_rows`; a block-wide "any row rolled back?" branch had measured slower than the
-    64 FMUL, 696 vs 730 TFLOP/s)."""
+    64 FMUL, results/log/)."""
     if RESCALE:
         acc = _rescale_rows(acc, _broadcast_to(gl.expand_dims(alpha, 1), acc.shape))
     return gl.fma(pv, gl.expand_dims(pv_scale, 1), acc)
@@ -699,7 +700,7 @@ def attention_kernel(desc_q, desc_k, desc_v, q_scale_ptr, k_scale_ptr, v_scale_p
         mbarrier.init(ring.ready.index(i), count=1)
         mbarrier.init(ring.empty.index(i), count=2)
     ones_layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
-    # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (+2.4 % fused mxfp8, results/log/)
+    # row-sum MMA columns: 8, wgmma's narrowest N, halves its tensor work (results/log/)
     SUM_N: gl.constexpr = 8
     # the row-sum MMA's B, all ones (E4M3 bit pattern 0x38 = 1.0): every column of its output is the row sum, so
     # each thread reads the sum from its own registers (`_own_sum`)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -141,11 +142,10 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str
     b, h, sq = q.shape[:3]
     query_tiles = -(-sq // tiling.STAT_M)
     fired = int(flags.sum()) if opts.fused else 0
-    stats = AttentionStats(key_tiles=tiles, workgroup_tiles=b * h * query_tiles * tiles,
-                           rollbacks=fired if opts.gate_doublings is not None else 0,
-                           gate_trips=fired if opts.gate_doublings is None else 0,
-                           overflowed=not bool(torch.isfinite(out).all()))
-    return out, stats
+    return out, AttentionStats(key_tiles=tiles, workgroup_tiles=b * h * query_tiles * tiles,
+                               rollbacks=fired if opts.gate_doublings is not None else 0,
+                               gate_trips=fired if opts.gate_doublings is None else 0,
+                               overflowed=not bool(torch.isfinite(out).all()))
 
 
 def is_bshd(x: torch.Tensor) -> bool:
@@ -176,7 +176,7 @@ def _prologue_tensors(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue) ->
         raise ValueError(f"the prologue kernels take 16-bit projections of one dtype, got {xq.dtype}, {xk.dtype}")
     if xq.shape != xk.shape:
         raise ValueError(f"the prologue kernels take q and k of one shape, got {tuple(xq.shape)}, {tuple(xk.shape)}")
-    if prologue.rope and {prologue.cos.dtype, prologue.sin.dtype} != {torch.float32}:
+    if prologue.tables is not None and {t.dtype for t in prologue.tables} != {torch.float32}:
         raise ValueError("the prologue kernels rotate by float32 cos and sin tables")
     return _channel_rows(xq), _channel_rows(xk)
 
@@ -184,9 +184,9 @@ def _prologue_tensors(xq: torch.Tensor, xk: torch.Tensor, prologue: Prologue) ->
 def _rope_args(prologue: Prologue, filler: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], tuple[int, ...]]:
     """The kernels' RoPE arguments: (cos, sin) and their (position, channel) strides; `filler` and zeros where
     the prologue has no RoPE."""
-    if not prologue.rope:
+    tables = prologue.tables
+    if tables is None:
         return (filler, filler), (0,) * 4
-    tables = (prologue.cos, prologue.sin)
     return tables, tuple(x for t in tables for x in (t.stride(1), t.stride(3)))
 
 
@@ -350,7 +350,7 @@ def _launch_gluon(run: Launch) -> None:
 GLUON_TRITON = (3, 6)  # the Triton release the Gluon kernel was tested on (results/, setup.cfg's gpu extra)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gluon_missing() -> str | None:
     """None where this Triton has the Gluon kernel's language, else what is missing and how to get it."""
     import triton

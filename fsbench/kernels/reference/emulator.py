@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Callable
 
 import torch
 
@@ -46,7 +46,7 @@ class EmulatorOptions:
     chunk_elements: int = 1 << 26   # score elements materialised at once
 
     @classmethod
-    def from_kwargs(cls, options: dict) -> "EmulatorOptions":
+    def from_kwargs(cls, options: dict) -> EmulatorOptions:
         known = {f.name for f in fields(cls)}
         unknown = set(options) - known
         if unknown:
@@ -138,7 +138,7 @@ def _tile_probabilities(x: torch.Tensor, mt: torch.Tensor, fmt: str, schraudolph
     return p_hat, p_hat.sum(-1), p_tilde.sum(-1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fused_tile_probabilities():
     """`_tile_probabilities` fused by torch.compile."""
     return torch.compile(_tile_probabilities, dynamic=False)

@@ -2,7 +2,7 @@
 similarity against BF16 attention with the conventional softmax, on standard-normal inputs."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -23,7 +23,7 @@ ROWS: tuple[tuple[str, dict], ...] = (
 
 # Table 4 of Wu, Korhonen, Carabano Bravo, "Fused-Softmax for efficient quantized attention"
 # (arXiv 2611.09225v1): (err %, cosine) per row and format; None is the reference itself.
-PAPER_TABLE4 = {
+PAPER_TABLE4: dict[str, list[tuple[float, float] | None]] = {
     "bf16": [None, (0.026, 1.00000), (0.310, 1.00000), (1.798, 0.99984), (1.798, 0.99984), (3.69, 0.99934)],
     "mxfp8": [(5.39, 0.99855), (5.39, 0.99855), (5.42, 0.99853), (5.69, 0.99838), (5.69, 0.99838), (5.99, 0.99822)],
     "mxfp6": [(6.17, 0.99810), (6.17, 0.99810), (6.17, 0.99810), (6.46, 0.99791), (6.46, 0.99791), (6.71, 0.99775)],

@@ -6,9 +6,9 @@ the whole call: prepass (Hadamard + quantization) and attention kernel. `gluon-f
 pipeline makes it: the projections as BSHD tensors through the custom op `torch.ops.fsbench.self_attention`, RMSNorm
 and RoPE included, BSHD output. `skeleton-fp8` runs the Gluon kernel's tiles with both FP8 GEMMs and no softmax: the
 measured limit of that schedule under the power cap (no error columns: its output is not attention). "x
-conventional" compares each row with the conventional FP8 kernel of its own engine (same operands, same schedule,
-only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling and casts
-included), timed only where the optional cudnn-frontend package is installed; `sage2-fp8`, `fa3-fp8` and
+conventional" compares each row with the conventional FP8 kernel of its own implementation (same operands, same
+schedule, only the softmax differs). `cudnn-fp8` is NVIDIA's FP8 attention (`kernels.tools.cudnn_fp8`, its scaling
+and casts included), timed only where the optional cudnn-frontend package is installed; `sage2-fp8`, `fa3-fp8` and
 `fa3-bf16` are SageAttention2 and FlashAttention-3 (`kernels.tools.peers`), likewise only where they are installed.
 Accuracy is measured once per row against BF16 SDPA (cuDNN) on the first input set: relative error
 ||out - ref|| / ||ref|| in percent and the cosine similarity. At each shape the fastest of the BF16 rows
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import functools
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -54,9 +55,9 @@ def _sdpa(backend) -> Callable:
     return run
 
 
-def _triton(fmt: str, engine: str = registry.TRITON, **options: Any) -> Callable:
-    """A row of the Hopper kernel the registry calls `engine`."""
-    kernel = registry.get(engine).hopper
+def _triton(fmt: str, impl: str = registry.TRITON, **options: Any) -> Callable:
+    """A row of the Hopper kernel the registry calls `impl`."""
+    kernel = registry.get(impl).hopper
 
     def run(q, k, v):
         from fsbench.kernels.hopper.launch import triton_attention
@@ -72,7 +73,7 @@ def _identity_prologue(channels: int, seq: int, head_dim: int, device: torch.dev
             torch.ones(1, seq, 1, head_dim, device=device), torch.zeros(1, seq, 1, head_dim, device=device))
 
 
-def _op(fmt: str, engine: str) -> Callable:
+def _op(fmt: str, impl: str) -> Callable:
     """The call as the pipeline makes it: the projections as BSHD tensors through
     `torch.ops.fsbench.self_attention`, RMSNorm and RoPE included, BSHD output. The inputs' tokens have unit RMS
     (`make_inputs`), so the norm (weights of one) and the rotation (angle zero) leave q and k as they are, up to
@@ -83,7 +84,7 @@ def _op(fmt: str, engine: str) -> Callable:
         xq, xk, v = (t.transpose(1, 2) for t in (q, k, v))
         b, s, h, d = xq.shape
         weights, cos, sin = _identity_prologue(h * d, s, d, xq.device)
-        return self_attention_op()(xq, xk, v, weights, weights, EPS, cos, sin, fmt, engine).transpose(1, 2)
+        return self_attention_op()(xq, xk, v, weights, weights, EPS, cos, sin, fmt, impl).transpose(1, 2)
     return run
 
 
@@ -142,10 +143,10 @@ def select_rows(names: list[str] | None, among: list[Row] | None = None) -> tupl
     return chosen, []
 
 
-def engine_of(row_name: str) -> str | None:
+def impl_of(row_name: str) -> str | None:
     """The registry's name of the Hopper kernel a row runs (its first word), None for the other rows."""
-    engine = row_name.split("-", 1)[0]
-    return engine if engine in registry.HOPPER else None
+    impl = row_name.split("-", 1)[0]
+    return impl if impl in registry.HOPPER else None
 
 
 def time_ms(fn: Callable, inputs: list[tuple[torch.Tensor, ...]], warmup: int, repeats: int) -> list[float]:
@@ -210,14 +211,15 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
     for row, own in zip(selected, row_inputs(selected, inputs)):
         ms = time_ms(row.fn, own, warmup, repeats)
         med = statistics.median(ms)
-        result = {"row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
-                  "tflops": flops / med / 1e9,
-                  **(accuracy(row.fn(*own[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
-        if engine_of(row.name) == registry.TRITON:
+        result: dict[str, Any] = {
+            "row": row.name, "shape": list(shape), "median_ms": med, "min_ms": min(ms), "max_ms": max(ms),
+            "tflops": flops / med / 1e9,
+            **(accuracy(row.fn(*own[0]), ref) if row.attention else {"rel_err_pct": None, "cosine": None})}
+        if impl_of(row.name) == registry.TRITON:
             from fsbench.kernels.hopper.triton_fused import attention_kernel
 
             result["launch"] = str(attention_kernel.best_config)  # the autotuner's pick for this row
-        elif engine_of(row.name) == registry.GLUON:
+        elif impl_of(row.name) == registry.GLUON:
             from fsbench.kernels.hopper.tiling import GLUON
 
             result["launch"] = str(GLUON)
@@ -225,7 +227,8 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
         if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
             from fsbench.kernels.reference.emulator import emulate as run_emulator
 
-            emu = run_emulator(*inputs[0], fmt)[0]
+            q, k, v = inputs[0]
+            emu = run_emulator(q, k, v, fmt)[0]
             result["emulator_rel_err_pct"] = accuracy(emu, ref)["rel_err_pct"]
             del emu
         if kernel_calls:
@@ -243,14 +246,14 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
 
 def add_ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """x_cudnn against the SDPA cuDNN (BF16) row, x_cudnn_fp8 against the cudnn-fp8 row and x_conventional
-    against the conventional FP8 row of the same engine, each at the same shape (None where that baseline was
-    not measured); x_best_bf16 and x_best_fp8_peer against the fastest BF16 row and FP8 peer at that shape
+    against the conventional FP8 row of the same implementation, each at the same shape (None where that baseline
+    was not measured); x_best_bf16 and x_best_fp8_peer against the fastest BF16 row and FP8 peer at that shape
     (`best_rows`), named in best_bf16 and best_fp8_peer."""
     tflops = {(r["row"], tuple(r.get("shape") or ())): r["tflops"] for r in results}
     best = {tuple(b["shape"]): b for b in best_rows(results)}
     for r in results:
-        shape, engine = tuple(r.get("shape") or ()), engine_of(r["row"])
-        conventional = f"{engine}-conventional-fp8" if engine else None
+        shape, impl = tuple(r.get("shape") or ()), impl_of(r["row"])
+        conventional = f"{impl}-conventional-fp8" if impl else None
         for key, baseline in (("x_cudnn", "sdpa-cudnn-bf16"), ("x_cudnn_fp8", "cudnn-fp8"),
                               ("x_conventional", conventional)):
             own = tflops.get((baseline, shape))

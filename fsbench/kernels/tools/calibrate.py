@@ -15,7 +15,8 @@ import functools
 import logging
 import statistics
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -53,8 +53,8 @@ def cases() -> list[Case]:
 
 
 def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cuda",
-            engine: str = registry.TRITON) -> dict[str, Any]:
-    """Run the Hopper kernel the registry calls `engine` and the emulator on one case; returns differences and
+            impl: str = registry.TRITON) -> dict[str, Any]:
+    """Run the Hopper kernel the registry calls `impl` and the emulator on one case; returns differences and
     statistics."""
     from fsbench.kernels.hopper.launch import triton_attention
     from fsbench.kernels.reference.emulator import emulate
@@ -65,11 +65,12 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
     if softmax == "conventional":
         options["softmax"] = "conventional"
         emu_options.update(frozen_max=False, schraudolph=False, rowsum_gemm=False)
-    out, stats = triton_attention(q, k, v, fmt, kernel=registry.get(engine).hopper, **options)
+    out, stats = triton_attention(q, k, v, fmt, kernel=registry.get(impl).hopper, **options)
+    assert stats is not None  # triton_attention returns them unless stats=False
     ref, ref_stats = emulate(q, k, v, fmt, **emu_options)
     exact = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     diff = (out.float() - ref.float())
-    return {"case": case.name, "shape": list(case.shape), "fmt": fmt, "softmax": softmax, "engine": engine,
+    return {"case": case.name, "shape": list(case.shape), "fmt": fmt, "softmax": softmax, "impl": impl,
             "rel_diff_vs_emulator": (diff.norm() / ref.float().norm()).item(),
             "max_abs_diff_vs_emulator": diff.abs().max().item(),
             "rel_err_kernel_pct": 100 * ((out.float() - exact).norm() / exact.norm()).item(),
@@ -80,14 +81,14 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
 
 
 def run_checks(formats: tuple[str, ...] = ("mxfp8", "mxfp6", "mxfp4"), device: str = "cuda",
-               engine: str = registry.TRITON) -> list[dict[str, Any]]:
+               impl: str = registry.TRITON) -> list[dict[str, Any]]:
     """Every case in every format (fused), plus the conventional baseline in mxfp8 on the plain cases."""
     rows = []
     for case in cases():
         for fmt in formats:
-            rows.append(compare(case, fmt, "fused", device=device, engine=engine))
+            rows.append(compare(case, fmt, "fused", device=device, impl=impl))
         if not case.spikes:
-            rows.append(compare(case, "mxfp8", "conventional", device=device, engine=engine))
+            rows.append(compare(case, "mxfp8", "conventional", device=device, impl=impl))
     return rows
 
 

@@ -1,6 +1,6 @@
 """Shape behaviour: the bench's rows over a fixed grid of sequence lengths and head counts, timed interleaved.
 
-Within each repeat every row runs once, in turn (round-robin), so a drift of the clock under the 700 W cap
+Within each repeat every row runs once, in turn (round-robin), so a drift of the clock under the power cap
 reaches all rows alike; each figure is the median over the repeats. The grid is fixed so sweeps from different
 commits compare: 4k to 128k keys, aligned and ragged (75600, Wan's 720x1280x81), at 24 and 40 heads, b=1, d=128.
 TFLOP/J is the back-to-back TFLOP/s over the median power drawn meanwhile (`--clock-seconds`).
@@ -8,7 +8,8 @@ TFLOP/J is the back-to-back TFLOP/s over the median power drawn meanwhile (`--cl
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fsbench.kernels.tools import bench
 
