@@ -35,11 +35,11 @@ from typing import Any
 
 import click
 
+from fsbench import files
 from fsbench.errors import FsbenchError
 from fsbench.eval.runs import Run
 from fsbench.gpus import child_gpus
 from fsbench.harness.precision.schedule import builtin_names
-from fsbench.harness.run import writer
 from fsbench.paths import REPO
 
 CONFIGS = {"optimized": {"gemm": "fp8", "compile": True, "vae": "bf16"},
@@ -92,7 +92,7 @@ def append_row(table: Path, row: dict[str, Any]) -> list[dict[str, Any]]:
     same = ("schedule", "gemm", "compile", "vae", "steps", "commit", "model")
     rows = [r for r in rows if any(r.get(k) != row.get(k) for k in same)] + [row]
     table.parent.mkdir(parents=True, exist_ok=True)
-    writer.atomic_write_text(table, json.dumps(rows, indent=2) + "\n")
+    files.atomic_write_text(table, json.dumps(rows, indent=2) + "\n")
     return rows
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness.run.writer import atomic_write_text, provenance
+from fsbench.files import atomic_write_text
+from fsbench.harness.run.writer import provenance
 
 
 @click.command(help=__doc__)

@@ -1,4 +1,37 @@
-"""`python -m fsbench ...` runs the fsbench CLI where the console script is not on PATH."""
-from fsbench.harness.cli import main
+"""`python -m fsbench ...` (and the `fsbench` console script) runs the fsbench CLI. Ctrl-C is handled before the
+CLI's imports, which take seconds, so that no press, however early, ends in a traceback; an interrupted command
+leaves before the interpreter's teardown, where a second press would end it by the signal instead of exit code 130."""
+import logging
+import os
+import sys
 
-main(prog_name="fsbench")
+
+def _leave(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
+def main() -> None:
+    try:
+        from fsbench.harness.run import interrupts
+    except KeyboardInterrupt:
+        print("fsbench: interrupted before it began: nothing was written", file=sys.stderr, flush=True)
+        _leave(130)
+    interrupts.install()
+    try:
+        from fsbench.harness.cli import main as cli
+
+        cli(prog_name="fsbench")
+    except KeyboardInterrupt:  # in the CLI's imports
+        print(f"fsbench: {interrupts.message()}", file=sys.stderr, flush=True)
+        _leave(interrupts.INTERRUPTED)
+    except SystemExit as exc:
+        if exc.code == interrupts.INTERRUPTED:
+            _leave(interrupts.INTERRUPTED)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ from pathlib import Path
 DATA_ENV = "FSBENCH_DATA"
 
 REPO = Path(__file__).resolve().parent.parent
+CHECKOUT = (REPO / "setup.cfg").is_file()  # False for an installed wheel, where REPO is site-packages
 SCENARIO_DIR = REPO / "scenarios"
 if not SCENARIO_DIR.is_dir():  # installed: <prefix>/lib/pythonX.Y/site-packages/fsbench/paths.py
     SCENARIO_DIR = Path(__file__).resolve().parents[4] / "share" / "fsbench" / "scenarios"

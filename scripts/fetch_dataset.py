@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
+from fsbench.files import atomic_write
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB, LATENT_SHAPE, git_blob_id
-from fsbench.harness.run.writer import atomic_write
 from fsbench.paths import data_dir
 
 COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"  # mlcommons/inference, as the reference runs it

@@ -49,3 +49,80 @@ def test_the_eval_mode_names_the_vbench_environment_it_could_not_find(tmp_path, 
     assert result.exit_code == 1
     assert line(result.output, "VBench environment").startswith("MISSING")
     assert "scripts/setup_vbench_env.sh" in result.output
+
+
+def plain_doctor(*args, **env):
+    """doctor with `env` exactly as given for the variables named (None unsets one)."""
+    return CliRunner().invoke(main, ["doctor", "--plain", *map(str, args)],
+                              env={k: None if v is None else str(v) for k, v in env.items()})
+
+
+def fsbench_error(*args) -> str:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 2, result.output
+    return result.stderr.strip().removeprefix("fsbench: error: ")
+
+
+def test_a_bare_doctor_checks_what_a_bare_run_uses(shared_data):
+    result = plain_doctor(FSBENCH_DATA=shared_data)
+    assert result.exit_code == 0, result.output
+    assert line(result.output, "model").startswith("ok") and "tiny (built in" in line(result.output, "model")
+    assert "builtin:tiny" in line(result.output, "prompts")
+    assert result.output.rstrip().endswith("run: ready")
+
+
+def test_a_folder_that_run_refuses_is_never_ok_for_doctor(tmp_path, shared_data):
+    from fsbench.harness.model.pipeline import CHECKPOINT_PARTS
+
+    garbage = tmp_path / "GARBAGE_DIR"
+    (garbage / "model_index.json").parent.mkdir()
+    (garbage / "model_index.json").write_text('{"_class_name": "WanPipeline"}')
+    for part in CHECKPOINT_PARTS:  # every file the folder check looks for, none of them a real checkpoint's
+        (garbage / part).mkdir()
+        (garbage / part / ("scheduler_config.json" if part == "scheduler" else "config.json")).write_text('{"x": 1}')
+        (garbage / part / "model.safetensors").write_bytes(b"not weights")
+    refused = fsbench_error("run", "--model", garbage, "--out", tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    result = plain_doctor("--model", garbage, FSBENCH_DATA=shared_data)
+    assert result.exit_code == 1
+    assert line(result.output, "model") == f"MISSING  model               {refused}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert line(plain_doctor("--model", empty, FSBENCH_DATA=shared_data).output, "model").startswith("MISSING")
+
+
+def test_every_unreadable_input_is_a_line_naming_its_file(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "vbench_prompts.txt").write_bytes(b"\xff\xfe\x00 not UTF-8 \xc3\x28\n")
+    (data / "VBench_full_info.json").write_text("{not json")
+    (data / "fixed_latent.pt").mkdir()  # a folder where a file belongs
+    (tmp_path / "latent.pt").write_bytes(b"garbage")
+    for prompts in (data / "vbench_prompts.txt", tmp_path / "absent.txt"):
+        result = plain_doctor("--mode", "all", "--prompts", prompts, "--latent", tmp_path / "latent.pt",
+                              FSBENCH_DATA=data)
+        assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit)
+        assert "Traceback" not in result.output
+        assert str(prompts) in line(result.output, "prompts") and line(result.output, "prompts").startswith("MISSING")
+        assert line(result.output, "prompts") == "MISSING  prompts             " + fsbench_error(
+            "run", "--prompts", prompts, "--out", tmp_path / "run")
+        assert str(tmp_path / "latent.pt") in line(result.output, "latent")
+        assert str(data / "vbench_prompts.txt") in line(result.output, "MLPerf prompts")
+        assert str(data / "VBench_full_info.json") in result.output.split("VBench data", 1)[1].split("\n")[1]
+        assert str(data / "fixed_latent.pt") in line(result.output, "fixed latent")
+
+
+def test_vbench_data_is_found_in_the_data_folder_never_beside_the_repository(tmp_path, shared_data):
+    result = plain_doctor("--mode", "eval", FSBENCH_DATA=None, XDG_CACHE_HOME=tmp_path)
+    assert line(result.output, "VBench data").startswith("MISSING")
+    assert str(tmp_path / "fsbench" / "VBench_full_info.json") in result.output
+    assert str(shared_data) not in result.output
+
+
+def test_an_installed_wheel_points_to_fsbench_vbench_python_not_into_site_packages(monkeypatch, shared_data):
+    from fsbench.eval import vbench_adapter
+
+    monkeypatch.setattr(vbench_adapter, "CHECKOUT", False)  # what paths.CHECKOUT is under site-packages
+    result = plain_doctor("--mode", "eval", FSBENCH_DATA=shared_data, FSBENCH_VBENCH_PYTHON=None)
+    hint = result.output.split("VBench environment", 1)[1].split("\n")[1]
+    assert "FSBENCH_VBENCH_PYTHON" in hint and ".venv-vbench" not in hint

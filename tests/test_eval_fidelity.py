@@ -116,7 +116,8 @@ def test_mismatched_and_missing_videos_are_listed_not_averaged(tmp_path):
 
 
 def test_prompt_listed_in_manifest_without_video_is_a_problem(tmp_path):
-    prompts = tmp_path / "prompts.txt"
+    prompts = tmp_path / "hybrid" / "prompts.txt"  # a run recorded before its texts were kept, its file inside it
+    prompts.parent.mkdir()
     prompts.write_text("a\nb\n")
     ref = make_run(tmp_path / "bf16", "bf16", {"a": constant_video([1] * 9), "b": constant_video([1] * 9)})
     run = make_run(tmp_path / "hybrid", "hybrid", {"a": constant_video([1] * 9)}, prompts_file=prompts)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from fsbench import mllog
 from fsbench.harness.mlperf import compliance as test04, loadgen
-from fsbench.harness.mlperf.rules import read_mllog
 
 TOTAL = 248
 
@@ -51,7 +51,7 @@ def loadgen_run(out: Path, delay_s: float, audit: bool = False, count: int = 64)
 
 def test_audit_config_makes_loadgen_issue_one_sample_for_every_query(tmp_path):
     issued = loadgen_run(tmp_path / "test04", 0.0, audit=True)
-    values, _ = read_mllog(tmp_path / "test04" / "mlperf_log_detail.txt")
+    values = mllog.read(tmp_path / "test04" / "mlperf_log_detail.txt").values
     assert len(issued) == 64 and len(set(issued)) == 1
     assert values["effective_performance_issue_same"] and values["effective_performance_issue_same_index"] == 3
     assert values["effective_test_mode"] == "PerformanceOnly" and values["early_stopping_met"] is True

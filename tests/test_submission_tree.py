@@ -2,10 +2,10 @@
 MLPerf v6.1 tree, the pre-flight catching each rule broken on purpose, and the closed division refused.
 
 The runs keep LoadGen's 600 s min_duration (the checker reads the configured value) and stop early through
---count, as a short open submission must. The accuracy passes cover all 248 MLPerf prompts: SingleStream's
-64 queries generate real videos, the rest of the 248 are copies of one of them placed before the accuracy
-passes, which then reuse them (the runner's resume path) so the test stays short. `fsbench eval` needs the
-VBench environment and weights, so its recorded score is written here the way eval stores it.
+--count, as a short open submission must. The accuracy passes cover all 248 MLPerf prompts (16x16, one frame, one
+step) with --reuse, so each video is generated once (by the performance runs or the first accuracy pass) and the test
+stays short; the READMEs note the reuse and the closed division refuses it. `fsbench eval` needs the VBench
+environment and weights, so its recorded score is written here the way eval stores it.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from fsbench.harness.mlperf.rules import (
     check,
     errors,
 )
+from fsbench.rundir import load_manifest
 
 pytestmark = pytest.mark.slow
 SMALL = ["--model", "tiny", "--height", "16", "--width", "16", "--frames", "1", "--steps", "1"]
@@ -76,12 +77,8 @@ def tiny_run(tmp_path_factory, shared_data):
                      ["--scenario", "Offline", "--count", 2, "--target-qps", 0.001]):
             result = fsbench("run", *args, *common)
             assert result.exit_code == 0, result.output
-        made = sorted((run / "videos").glob("*-0.mp4"))
-        for line in (shared_data / "vbench_prompts.txt").read_text().splitlines():
-            if line.strip() and not (run / "videos" / f"{line.strip()}-0.mp4").exists():
-                shutil.copyfile(made[0], run / "videos" / f"{line.strip()}-0.mp4")
         for scenario in ("Offline", "SingleStream"):
-            result = fsbench("run", "--scenario", scenario, "--mode", "accuracy", *common)
+            result = fsbench("run", "--scenario", scenario, "--mode", "accuracy", "--reuse", *common)
             assert result.exit_code == 0, result.output
     finally:
         torch.set_num_threads(threads)
@@ -252,7 +249,36 @@ def test_closed_packaging_is_refused_with_every_failing_rule(tiny_run, tmp_path)
     assert result.exit_code == 2
     assert "submission not written" in result.output
     assert "TEST04: missing" in result.output and "LoadGen result is INVALID" in result.output
-    assert not (tmp_path / "closed").exists() and not list(tmp_path.glob(".fsbench-staging-*"))
+    reused = [line for line in result.output.splitlines() if "--reuse" in line]
+    assert [line.split(": ", 2)[1] for line in reused] == [f"closed/FsbenchOrg/results/{SYSTEM}/{MODEL}/{scenario}/"
+                                                           "accuracy" for scenario in ("Offline", "SingleStream")]
+    assert all(line.startswith("error: ") for line in reused)
+    assert "SingleStream accuracy run reused 248 of 248 videos made before it" in reused[1]
+    assert not (tmp_path / "closed").exists() and not list(tmp_path.rglob(".fsbench-staging-*"))
+
+
+def test_the_open_readme_notes_a_reused_accuracy_run_and_a_missing_score(open_tree, tiny_run, tmp_path):
+    _, sub, output = open_tree
+    results = sub / "results" / SYSTEM / MODEL
+    generated = load_manifest(tiny_run)["results"]["Offline"]["accuracy"]["videos_generated"]
+    assert 0 < generated < 248  # the performance runs made the others
+    notes = (results / "Offline" / "README.md").read_text().split("## Notes\n", 1)[1]
+    assert f"Offline accuracy run reused {248 - generated} of 248 videos made before it (--reuse)" in notes
+    notes = (results / "SingleStream" / "README.md").read_text().split("## Notes\n", 1)[1]
+    assert "SingleStream accuracy run reused 248 of 248 videos made before it (--reuse)" in notes
+    assert "has no VBench score" not in notes and "warning: " in output and "reused 248 of 248" in output
+
+    run = tmp_path / "unscored"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("eval"))
+    args = ["--runs", run, "--out", tmp_path / "root", "--submitter", "FsbenchOrg", "--system", SYSTEM]
+    opened = fsbench("submission", *args)
+    assert opened.exit_code == 0, opened.output
+    for scenario in ("Offline", "SingleStream"):
+        readme = tmp_path / "root" / "open" / "FsbenchOrg" / "results" / SYSTEM / MODEL / scenario / "README.md"
+        assert f"{run} has no VBench score" in readme.read_text().split("## Notes\n", 1)[1]
+    closed = fsbench("submission", *args, "--division", "closed")
+    assert closed.exit_code == 2
+    assert sum(line.startswith("error: ") and "has no VBench score" in line for line in closed.output.splitlines()) == 2
 
 
 def test_a_missing_accuracy_run_is_refused_before_anything_is_written(tiny_run, tmp_path):
@@ -283,6 +309,32 @@ def test_official_checker_accepts_the_open_tree(open_tree):
                              "v6.1"], cwd=tools, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "SUMMARY: submission looks OK" in result.stdout + result.stderr
+
+
+def test_the_official_checker_runs_from_a_checkout_and_its_verdict_is_shown_beside_ours(tiny_run, copy_of,
+                                                                                         tmp_path):
+    tools = _official_checker()
+    if tools is None:
+        pytest.skip(f"no mlcommons/inference checkout at {CHECKER_DEFAULT.parents[1]}")
+    pytest.importorskip("yaml", reason="the official checker needs PyYAML (pip install -e '.[dev]')")
+    checkout, root = tools.parents[1], tmp_path / "packaged"
+    before = sorted(p.name for p in tools.iterdir())
+    result = fsbench("submission", "--runs", tiny_run, "--out", root, "--submitter", "FsbenchOrg", "--system",
+                     SYSTEM, "--official-checker", checkout)
+    assert result.exit_code == 0, result.output
+    assert "official checker: submission looks OK" in result.output and (root / "open" / "FsbenchOrg").is_dir()
+    assert sorted(p.name for p in tools.iterdir()) == before  # its summary.csv went to a scratch folder
+
+    broken, _, scenario = copy_of
+    ours = _break_untruncated_log(*copy_of)
+    refused = fsbench("submission", "--check", broken, "--official-checker", checkout)
+    assert refused.exit_code == 2 and ours in refused.output
+    log = (scenario / "accuracy" / "mlperf_log_accuracy.json").relative_to(broken)
+    assert "official checker: refused the tree (exit 1) (" in refused.output
+    assert f" error(s); first: {log} is not truncated)" in refused.output
+    _break_missing_system_json(*copy_of)  # the checker's own code fails on this one
+    stopped = fsbench("submission", "--check", broken, "--official-checker", checkout)
+    assert stopped.exit_code == 2 and "official checker: stopped with an error (exit 1)" in stopped.output
 
 
 def test_runs_split_over_folders_package_into_one_tree_and_repackaging_replaces_it(tiny_run, open_tree, tmp_path):
@@ -326,11 +378,13 @@ def test_test04_logs_are_packaged_with_their_verify_performance_verdict(tiny_run
 
 
 def test_packaging_removes_the_staging_a_killed_job_left_and_keeps_a_live_ones(tiny_run, tmp_path):
+    from fsbench.files import staging_of
     from fsbench.harness.mlperf.submission import STAGING_PREFIX
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     root = tmp_path / "root"
-    stale, live = root / f"{STAGING_PREFIX}{finished.stdout.strip()}-x", root / f"{STAGING_PREFIX}{os.getpid()}-y"
+    place = staging_of(root)
+    stale, live = place / f"{STAGING_PREFIX}{finished.stdout.strip()}-x", place / f"{STAGING_PREFIX}{os.getpid()}-y"
     for folder in (stale, live):
         (folder / "open").mkdir(parents=True)
     result = fsbench("submission", "--runs", tiny_run, "--out", root, "--submitter", "Org", "--system", SYSTEM)

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import click
 
+from fsbench.files import atomic_write_text
 from fsbench.harness.measure import clocks
-from fsbench.harness.run.writer import atomic_write_text, provenance
+from fsbench.harness.run.writer import provenance
 
 SHAPE = (1, 40, 75600, 128)
 ROW = "gluon-fused-mxfp8-op"

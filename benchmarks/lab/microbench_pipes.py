@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fsbench.harness.run.writer import atomic_write_text
+from fsbench.files import atomic_write_text
 
 # name: (PTX for one op with $0 = f(chain $1), the SASS it should become); every op maps b32 -> b32.
 OPS = {

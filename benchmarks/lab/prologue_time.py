@@ -18,7 +18,8 @@ from pathlib import Path
 
 import click
 
-from fsbench.harness.run.writer import atomic_write_text, provenance
+from fsbench.files import atomic_write_text
+from fsbench.harness.run.writer import provenance
 
 SHAPE = (1, 75600, 40, 128)
 

@@ -13,16 +13,18 @@ import csv
 import html
 import json
 import math
-import os
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from fsbench import files
 from fsbench.eval import report, store
 from fsbench.eval.runs import Run
-from fsbench.eval.video_io import read_frames, write_video
+from fsbench.eval.video_io import VideoError, read_frames, write_video
+from fsbench.folders import claim
 
 DIFF_GAIN = 8
 # (key, label, True where higher is better) for the per-prompt metrics the grid sorts by
@@ -34,7 +36,7 @@ def write_page(run_paths: list[Path], out: Path, link: bool = False) -> Path:
     """Write OUT/index.html, its plots and its videos (copies, or links to the runs' own with `link`)."""
     runs = [Run.open(p) for p in run_paths]
     rows = report.build_rows(runs)
-    out.mkdir(parents=True, exist_ok=True)
+    claim(out, "page")
     reference = next((r for r in rows if r.reference), None) or next((r for r in rows if r.run.schedule == "bf16"),
                                                                         None)
     prompts = list(dict.fromkeys(p for run in runs for p in run.prompts()))
@@ -114,7 +116,7 @@ def provenance_html(rows: list[report.Row], out: Path) -> str:
     """Where each column came from: run folder, commit, device, preset, schedule and the commands run into it."""
     items = []
     for row in rows:
-        m = row.run.manifest
+        m: dict[str, Any] = dict(row.run.manifest)  # read as found on disk: any key may be missing or odd
         schedule = m["schedule"] if isinstance(m.get("schedule"), dict) else {}
         settings = row.run.settings
         size = "x".join(str(settings.get(k, "?")) for k in ("height", "width"))
@@ -158,14 +160,15 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
     grid = {}
     for p_index, prompt in enumerate(prompts):
         ref_video = reference.run.video(prompt) if reference else None
-        ref_frames = read_frames(ref_video)[0] if ref_video and ref_video.is_file() else None
+        ref_frames = _decoded(ref_video) if ref_video and ref_video.is_file() else None
         cells = []
         for c_index, row in enumerate(rows):
             source = row.run.video(prompt)
-            if not source.is_file():
-                cells.append({"video": None, "diff": None, "missing": "no video in this run"})
+            frames = _decoded(source) if source.is_file() else None
+            if frames is None:
+                why = "the video does not decode: regenerate it" if source.is_file() else "no video in this run"
+                cells.append({"video": None, "diff": None, "missing": why})
                 continue
-            frames = read_frames(source)[0]
             stem = f"p{p_index:03d}-c{c_index:02d}"
             if link:
                 video = report.relative_to(source, out)
@@ -185,6 +188,14 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
             cells.append(cell)
         grid[prompt] = cells
     return grid
+
+
+def _decoded(video: Path) -> np.ndarray | None:
+    """Every frame of `video`; None where it does not decode (a cell of the page then says so)."""
+    try:
+        return read_frames(video)[0]
+    except VideoError:
+        return None
 
 
 def _even(frames: np.ndarray) -> np.ndarray:
@@ -267,10 +278,4 @@ def _finite(value) -> bool:
 
 
 def _save_svg(fig: Figure, path: Path) -> Path:
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.svg")
-    try:
-        fig.savefig(tmp, format="svg")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return files.atomic_write(path, lambda tmp: fig.savefig(tmp, format="svg"))

@@ -9,6 +9,7 @@ from fsbench.eval import fidelity
 from fsbench.eval.figures import default_frame, default_prompts, frame_grid, grid_frames, plot_speedup
 from fsbench.eval.report import build_rows, write_tables
 from fsbench.eval.runs import Run
+from fsbench.folders import claim
 
 
 def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts: list[str] | None = None) -> dict:
@@ -20,8 +21,14 @@ def compare(run_paths: list[Path], out: Path, frame: int | None = None, prompts:
     check_comparable(runs)
     rows = build_rows(runs)
     chosen_frame = default_frame(runs) if frame is None else frame
+    recorded = all(isinstance((run.manifest.get("prompts") or {}).get("texts"), list) for run in runs)
+    unknown = [p for p in prompts or [] if not any(p in run.prompts() for run in runs)] if recorded else []
+    if unknown:  # runs that record their prompts know them all; older ones may lack a prompt's video only
+        raise FsbenchError(f"--prompts {unknown[0][:60]!r} is not a prompt of any run compared: pass one of "
+                           f"{', '.join(repr(p[:40]) for p in runs[0].prompts()[:3])}, ...")
     chosen_prompts = list(prompts) if prompts else default_prompts(runs)
     images = grid_frames(runs, chosen_prompts, chosen_frame) if chosen_prompts or prompts else None
+    claim(out, "compare")
     paths: dict[str, Path | None] = {**write_tables(rows, out)}
     paths["speedup"] = plot_speedup(rows, out / "speedup.png")
     paths["frames"] = (None if images is None else

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from fsbench import files
 from fsbench.errors import FsbenchError
 from fsbench.eval.report import Row, labels
 from fsbench.eval.runs import Run
@@ -130,6 +131,4 @@ def frame_grid(runs: list[Run], prompts: list[str], frame: int, path: Path,
 
 
 def _save(fig, path: Path) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    tmp.replace(path)
+    files.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))

@@ -75,9 +75,20 @@ def configuration_names(runs: list[Run]) -> list[str | None]:
 
 
 def _told_apart(names: list[str], runs: list[Run], keys: list | None = None) -> list[str]:
-    """The folder name added where two runs share a name (or the key given for each)."""
+    """The folder name added where two runs share a name (or the key given for each); where the folders share a
+    name too (the same schedule in two sweeps), as many of their parents as tell them apart."""
     keys = names if keys is None else keys
-    return [f"{n} ({r.path.name})" if keys.count(k) > 1 else n for n, k, r in zip(names, keys, runs)]
+    told = []
+    for n, k, r in zip(names, keys, runs):
+        twins = [other for other, key in zip(runs, keys) if key == k and other is not r]
+        if not twins:
+            told.append(n)
+            continue
+        depth = 1
+        while depth < len(r.path.parts) and any(other.path.parts[-depth:] == r.path.parts[-depth:] for other in twins):
+            depth += 1
+        told.append(f"{n} ({'/'.join(r.path.parts[-depth:])})")
+    return told
 
 
 def _names(runs: list[Run]) -> tuple[list[str], list[str | None], list[str]]:

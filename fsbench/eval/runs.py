@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fsbench import rundir
+from fsbench import mllog, rundir
 from fsbench.errors import FsbenchError
 
 
@@ -29,7 +30,7 @@ class Run:
     """A run folder and its manifest."""
 
     path: Path
-    manifest: dict
+    manifest: rundir.Manifest
 
     @classmethod
     def open(cls, path: str | Path) -> Run:
@@ -74,8 +75,8 @@ class Run:
 
     def prompts(self) -> list[str]:
         """The prompts the run generated: the manifest's texts; for a run recorded before it kept them, its prompts
-        file read as `run` reads it (stripped lines) and refused unless it still has the recorded sha256; else the
-        videos present."""
+        file (a path inside the run: a record never names a file elsewhere) read as `run` reads it (stripped lines)
+        and refused unless it still has the recorded sha256; else the videos present."""
         info = self.manifest.get("prompts") or {}
         if not isinstance(info, dict):
             return self.videos_present()
@@ -83,14 +84,15 @@ class Run:
         if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
             return list(texts)
         file, count = info.get("file"), info.get("count")
-        for candidate in (Path(file), self.path / file) if isinstance(file, str) and file else ():
+        if isinstance(file, str) and file and not file.startswith("builtin:"):
+            candidate = rundir.inside(self.path, file, "prompts.file")  # never a file outside the run
             if candidate.is_file():
                 return self._prompts_from(candidate, count if isinstance(count, int) else None, info.get("sha256"))
         return self.videos_present()
 
     def _prompts_from(self, file: Path, count: int | None, sha256: str | None) -> list[str]:
         try:
-            lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+            lines = [line.strip() for line in file.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
         except (OSError, UnicodeDecodeError) as exc:
             raise FsbenchError(f"cannot read {file}, the prompts file of {self.path}: {exc}") from exc
         texts = lines[:count] if count is not None else lines
@@ -141,7 +143,7 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     return rundir.file_sha256(path)
 
 
-def _from_manifest(manifest: dict, scenario: str) -> Performance | None:
+def _from_manifest(manifest: Mapping[str, Any], scenario: str) -> Performance | None:
     results = manifest.get("results") or {}
     entry = results.get(scenario) or results.get(scenario.lower()) or {}
     if isinstance(entry, dict) and isinstance(entry.get("performance"), dict):
@@ -175,7 +177,7 @@ def _energy(entry: dict) -> tuple[float | None, str | None]:
 def _from_loadgen_logs(path: Path, scenario: str) -> Performance | None:
     for folder in sorted(path.glob(f"*/{rundir.BENCHMARK}/{scenario}/performance/run_1")):
         detail = folder / "mlperf_log_detail.txt"
-        values = _parse_detail(detail) if detail.is_file() else {}
+        values = mllog.read(detail).values if detail.is_file() else {}
         summary = folder / "mlperf_log_summary.txt"
         if not values and summary.is_file():
             values = _parse_summary(summary)
@@ -183,20 +185,6 @@ def _from_loadgen_logs(path: Path, scenario: str) -> Performance | None:
         if found is not None:
             return found
     return None
-
-
-def _parse_detail(path: Path) -> dict:
-    """`:::MLLOG {json}` lines; the last value of each key wins."""
-    values = {}
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith(":::MLLOG"):
-            try:
-                record = json.loads(line[len(":::MLLOG"):])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and "key" in record:
-                values[record["key"]] = record.get("value")
-    return values
 
 
 _SUMMARY_KEYS = {

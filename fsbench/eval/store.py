@@ -1,4 +1,5 @@
-"""Atomic result files (temp + os.replace), so an interrupted eval never leaves half a file to resume from.
+"""Result files of eval, each written whole (`fsbench.files.atomic_write`), so an interrupted eval never leaves
+half a file to resume from.
 
 Non-finite numbers are stored as the strings "inf"/"-inf"/"nan": plain JSON has no Infinity, and an identical
 video's PSNR is infinite and must stay visible as such.
@@ -9,15 +10,13 @@ import csv
 import io
 import json
 import math
-import os
 from pathlib import Path
+
+from fsbench import files
 
 
 def write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    files.atomic_write_text(path, text)
 
 
 def encode(value):

@@ -7,6 +7,7 @@ accuracy.txt and audit videos.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -17,12 +18,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from fsbench import paths
+from fsbench import files, paths
 from fsbench.errors import FsbenchError
 from fsbench.eval import store, video_io, weights
 from fsbench.eval.runs import Run
 from fsbench.gpus import child_gpus
-from fsbench.paths import REPO
+from fsbench.paths import CHECKOUT, REPO
 from fsbench.rundir import BENCHMARK, VIDEO_SUFFIX
 
 DIMENSIONS = ("subject_consistency", "background_consistency", "motion_smoothness", "dynamic_degree",
@@ -33,8 +34,13 @@ RUNNER = Path(__file__).resolve().with_name("vbench_runner.py")
 
 
 def vbench_python() -> Path:
-    """The vbench environment's interpreter (FSBENCH_VBENCH_PYTHON overrides); FsbenchError when absent."""
-    python = Path(os.environ.get("FSBENCH_VBENCH_PYTHON") or REPO / ".venv-vbench" / "bin" / "python")
+    """The vbench environment's interpreter: FSBENCH_VBENCH_PYTHON, else .venv-vbench of the source checkout fsbench
+    runs from (an installed wheel has none); FsbenchError when absent."""
+    setting = os.environ.get("FSBENCH_VBENCH_PYTHON")
+    if not setting and not CHECKOUT:
+        raise FsbenchError("no vbench environment: build one with scripts/setup_vbench_env.sh of the fsbench source "
+                           "(about 3 min, 6.7 GB) and set FSBENCH_VBENCH_PYTHON to its bin/python")
+    python = Path(setting or REPO / ".venv-vbench" / "bin" / "python")
     if not python.is_file():
         raise FsbenchError(f"vbench environment not found ({python}): run scripts/setup_vbench_env.sh "
                            "(about 3 min, 6.7 GB) or set FSBENCH_VBENCH_PYTHON")
@@ -112,6 +118,10 @@ def accuracy_dirs(run: Run) -> list[Path]:
     return sorted(run.path.glob(f"*/{BENCHMARK}/*/accuracy"))
 
 
+def _copy(source: Path, target: Path) -> None:
+    shutil.copyfile(source, target)
+
+
 def write_submission_files(run: Run, score: float | None, data: Path) -> dict:
     """For the mlperf preset: accuracy.txt (when the score is complete) and accuracy/videos/<idx>.mp4 audit copies."""
     targets = [run.eval_dir / "vbench"] + accuracy_dirs(run)
@@ -128,9 +138,7 @@ def write_submission_files(run: Run, score: float | None, data: Path) -> dict:
                 continue
             target = folder / "videos" / f"{idx}.mp4"
             target.parent.mkdir(exist_ok=True)
-            tmp = target.with_name(f".{idx}.tmp.mp4")
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, target)
+            files.atomic_write(target, functools.partial(_copy, source))
             written.append(str(target))
     return {"written": written, "audit_videos_missing": sorted(set(missing_videos))}
 

@@ -41,10 +41,14 @@ def run_dimension(job: dict, dimension: str, device: str) -> str:
         "device": device,
     }
     path = os.path.join(job["results_dir"], f"{dimension}.json")
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f)
-    os.replace(tmp, path)
+    tmp = f"{path}.{os.getpid()}.tmp"  # fsbench.files is not importable in this environment: the same steps here
+    try:
+        with open(tmp, "w") as f:
+            json.dump(result, f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return path
 
 

@@ -13,6 +13,8 @@ import imageio
 import imageio.v3 as iio
 import numpy as np
 
+from fsbench import files
+
 
 class VideoError(ValueError):
     """A video file that does not decode (truncated, empty, not an mp4); the message names the file."""
@@ -50,21 +52,14 @@ def read_frame(path: str | os.PathLike, index: int) -> np.ndarray:
 
 
 def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 16, lossless: bool = False) -> Path:
-    """Write uint8 (n, H, W, 3) frames as h264 mp4 via a temp file and os.replace, so readers never see half a file.
+    """Write uint8 (n, H, W, 3) frames as h264 mp4, whole or not at all (`fsbench.files.atomic_write`).
 
     `lossless` uses libx264rgb at crf 0, which decodes back bit-exactly (plain yuv420p h264 does not).
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.mp4")
     options: dict[str, Any]
     if lossless:
         options = {"codec": "libx264rgb", "pixelformat": "bgr24", "output_params": ["-crf", "0"]}
     else:
         options = {"codec": "libx264", "quality": 8}
-    try:
-        imageio.mimwrite(tmp, np.asarray(frames, dtype=np.uint8), fps=fps, macro_block_size=1,
-                         ffmpeg_log_level="error", **options)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return files.atomic_write(path, lambda tmp: imageio.mimwrite(
+        tmp, np.asarray(frames, dtype=np.uint8), fps=fps, macro_block_size=1, ffmpeg_log_level="error", **options))

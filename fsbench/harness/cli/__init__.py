@@ -11,7 +11,7 @@ import click
 from fsbench import __version__
 from fsbench.errors import FsbenchError
 from fsbench.harness.cli import doctor, evaluate, kernels as cli_kernels, run as cli_run, submission as cli_submission
-from fsbench.harness.run import logs
+from fsbench.harness.run import interrupts, logs
 
 
 class _Fsbench(click.Group):
@@ -28,6 +28,8 @@ class _Fsbench(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted(interrupts.message()) from None
         except (FsbenchError, ValueError) as exc:
             _fail(str(exc))
         except OSError as exc:
@@ -39,8 +41,12 @@ class _Fsbench(click.Group):
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        interrupts.install()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _Interrupted as exc:
+            click.echo(f"fsbench: {exc.message}", err=True)
+            sys.exit(interrupts.INTERRUPTED)
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
@@ -53,6 +59,12 @@ class _Fsbench(click.Group):
 
 
 _NoArgsIsHelp = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+class _Interrupted(click.ClickException):
+    """A first Ctrl-C, with the line that says what is kept."""
+
+    exit_code = interrupts.INTERRUPTED
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
-from fsbench.harness.run import preflight
+from fsbench.harness.run import inputs, preflight
+from fsbench.harness.run.presets import preset_names
 
 
 def _status(check: preflight.Check, mode: str) -> str:
@@ -39,13 +41,21 @@ def _rich(checks: list[preflight.Check], mode: str) -> None:
 @click.command("doctor")
 @click.option("--mode", type=click.Choice([*preflight.MODES, "all"]), default="run", show_default=True,
               help="What to be ready for: a LoadGen run, the evaluation (VBench, LPIPS), a closed submission, or all.")
-@click.option("--model", default="Wan-AI/Wan2.2-T2V-A14B-Diffusers", show_default=True,
+@click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
               help="The model a run would use: tiny | a14b-synthetic | a checkpoint folder or cached HF repo id.")
+@click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
+              help="The generation settings a run would use.")
+@click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
+              help="The prompts file a run would read [default: as `fsbench run`].")
+@click.option("--latent", "latent_file", type=click.Path(path_type=Path),
+              help="The latent file a run would read [default: as `fsbench run`].")
 @click.option("--plain", is_flag=True, help="Plain text, without the rich table.")
-def doctor_cmd(mode: str, model: str, plain: bool) -> None:
-    """Say what this machine can run: GPU, kernels, LoadGen, VBench, model, data, fixed latent and eval weights.
-    Exits 0 when everything MODE needs is present, 1 otherwise."""
-    checks = preflight.diagnose(model)
+def doctor_cmd(mode: str, model: str, preset: str, prompts_file: Path | None, latent_file: Path | None,
+               plain: bool) -> None:
+    """Say what this machine can run: GPU, kernels, LoadGen, the run's inputs as `fsbench run` with the same options
+    reads them (model, settings, prompts, latent), MLPerf's data, VBench and eval weights. Exits 0 when everything
+    MODE needs is present, 1 otherwise."""
+    checks = preflight.diagnose(model, preset, prompts_file, latent_file)
     try:
         import rich  # noqa: F401  (optional: shown as a table where it is installed)
     except ImportError:

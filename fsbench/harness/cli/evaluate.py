@@ -126,13 +126,13 @@ def _vbench(run, gpus: int) -> list[str]:
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
-@click.option("--out", type=params.OutPath(file_okay=False), default=Path("results/runs/compare"),
+@click.option("--out", type=params.OutPath(kind="compare", file_okay=False), default=Path("results/runs/compare"),
               show_default=True, help="Folder for compare.{md,csv,json}, speedup.png and frames.png.")
 @click.option("--frame", type=params.NON_NEGATIVE_INT, default=None,
               help="Frame for the grid [default: 40, or the middle of shorter videos].")
 @click.option("--prompts", multiple=True,
               help="A prompt for the frame grid (repeat for more) [default: the paper's two].")
-@click.option("--html", "html_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--html", "html_dir", type=params.OutPath(kind="page", file_okay=False),
               help="Also write a page to open from disk: HTML_DIR/index.html with the table, plots and all videos "
                    "side by side, playing in sync.")
 @click.option("--link", is_flag=True,

@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from fsbench.errors import FsbenchError
+from fsbench.files import atomic_write_text
 from fsbench.harness.cli import params
-from fsbench.harness.run.writer import atomic_write_text, provenance
+from fsbench.harness.run.writer import provenance
 from fsbench.kernels import registry
 
 MAX_ABLATION_SCORES = 2**30  # B*H*S*S: the emulator holds the full score matrix

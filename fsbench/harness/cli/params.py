@@ -10,6 +10,9 @@ from typing import Any, cast
 
 import click
 
+from fsbench.errors import FsbenchError
+from fsbench.folders import refuse_foreign
+
 # Bounds of the LoadGen overrides: beyond them LoadGen allocates per expected query and a typo exhausts memory.
 MAX_COUNT = 1_000_000
 MAX_TIME_S = 7 * 24 * 3600.0
@@ -64,10 +67,12 @@ class NameType(click.ParamType):
 class OutPath(click.Path):
     """An output path (folder, or file with dir_okay=False) that may not exist yet, is never the empty string
     (which the OS reads as the current folder) and can be created: its nearest existing ancestor is a writable
-    folder. Checked here, so an unwritable output fails before the work whose result it would hold."""
+    folder. A folder of `kind` follows `fsbench.folders.claim`'s rule: new, empty or fsbench's own of that kind, outside
+    any run folder. Checked here, so a wrong output fails before the work whose result it would hold."""
 
-    def __init__(self, **kwargs: Any):
+    def __init__(self, kind: str | None = None, **kwargs: Any):
         super().__init__(path_type=Path, **kwargs)
+        self.kind = kind
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
@@ -81,6 +86,11 @@ class OutPath(click.Path):
             self.fail(f"cannot write to {what} {path}: {ancestor} is a file, not a folder", param, ctx)
         if not os.access(ancestor if ancestor.is_dir() else ancestor.parent, os.W_OK):
             self.fail(f"cannot write to {what} {path}: no write permission in {ancestor}", param, ctx)
+        if self.kind is not None:
+            try:
+                refuse_foreign(path, self.kind)
+            except FsbenchError as exc:
+                self.fail(str(exc), param, ctx)
         return path
 
 

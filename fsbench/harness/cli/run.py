@@ -9,12 +9,13 @@ import click
 import torch
 
 from fsbench.errors import FsbenchError
+from fsbench.folders import claim
 from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
 from fsbench.harness.precision.schedule import builtin_names, load as load_schedule
-from fsbench.harness.run import lock, orchestrator
+from fsbench.harness.run import estimate, inputs, interrupts, lock, logs, orchestrator
 from fsbench.harness.run.presets import preset_names
 from fsbench.kernels import registry
 
@@ -31,7 +32,7 @@ def _options_decorator(options: list[Callable]) -> Callable[[Callable], Callable
 
 # What to generate and how: shared by `run` and `sweep`.
 _generation = _options_decorator([
-    click.option("--model", default="tiny", show_default=True,
+    click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
                  help="tiny | a14b-synthetic | a Wan2.2-T2V-A14B-Diffusers folder or cached HF repo id."),
     click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
                  help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
@@ -100,11 +101,16 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
 @click.option("--mode", type=click.Choice(loadgen.MODES), default="performance", show_default=True)
 @click.option("--schedule", default="bf16", show_default=True,
               help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*'.")
-@click.option("--out", type=params.OutPath(file_okay=False),
-              help="Run directory [default: results/runs/<model>-<schedule>-<preset>].")
+@click.option("--out", type=params.OutPath(kind="run", file_okay=False),
+              help="Run directory: a new or empty folder, or a run folder to add to "
+                   "[default: results/runs/<model>-<schedule>-<preset>].")
 @click.option("--capture", is_flag=True,
               help="Record every self-attention call's statistics to RUN/capture/<Scenario>-<mode>/ (replacing an "
                    "earlier capture there; accuracy runs then regenerate every video).")
+@click.option("--reuse", is_flag=True,
+              help="Accuracy mode: keep the intact videos of the same settings the run folder already holds (an "
+                   "interrupted pass resumes) instead of generating every one; the manifest records how many were "
+                   "reused, and a closed-division package refuses such a run.")
 @click.option("--capture-qkv", type=params.NON_NEGATIVE_INT, default=0, show_default=True,
               help="With --capture: also save q, k, v of the N calls with the highest rollback rates.")
 @click.option("--audit", type=click.Choice(["TEST04"]),
@@ -126,9 +132,11 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
               help="Where the pipeline runs: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
 @_generation
 @_loadgen
-def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, capture_qkv: int, profile: bool,
-        warm_up: bool, audit: str | None, **kw: Any) -> None:
+def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, reuse: bool, capture_qkv: int,
+        profile: bool, warm_up: bool, audit: str | None, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
+    if reuse and mode != "accuracy":
+        raise FsbenchError("--reuse keeps the videos of an accuracy pass: add --mode accuracy or leave --reuse out")
     spec = _prepare(schedule, kw)
     opts = loadgen.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
                                   kw["target_latency_ms"], kw["target_qps"], audit)
@@ -142,7 +150,9 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     job = orchestrator.Job(spec, opts, run_dir, system, kw["impl"], layout, options, profile,
-                           capture_qkv if capture else None, warm_up)
+                           capture_qkv if capture else None, warm_up, reuse)
+    interrupts.watch(run_dir, spec.prompts.texts)
+    _announce(spec, len(spec.prompts.texts) if mode == "accuracy" else kw["count"] or len(spec.prompts.texts), device)
     with lock.hold(*([run_dir] if team.leads_job() else [])):  # the leading process holds it for every rank
         summaries = orchestrator.run([job])
     if summaries is not None:  # the leading process reports
@@ -153,8 +163,8 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
 @click.command()
 @click.option("--schedules", default="bf16,mxfp8,mxfp6,mxfp4,hybrid", show_default=True,
               help="Comma-separated schedules (names or .toml files; spec strings contain ',' so use files).")
-@click.option("--out", type=params.OutPath(file_okay=False),
-              help="Sweep directory, one run per schedule in OUT/<schedule>/ "
+@click.option("--out", type=params.OutPath(kind="sweep", file_okay=False),
+              help="Sweep directory (new, empty, or an earlier sweep's), one run per schedule in OUT/<schedule>/ "
                    "[default: results/runs/sweep-<model>-<preset>].")
 @click.option("--gpus", type=params.PROCESSES,
               help="Processes, one per GPU (per CPU share with --device cpu), each a pipeline replica sharing every "
@@ -179,12 +189,24 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     options.check_device(device)
     out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
-    jobs = [orchestrator.Job(spec, opts, out / slug, system, kw["impl"], layout, options)
+    jobs = [orchestrator.Job(spec, opts, out / slug, system, kw["impl"], layout, options, reuse=True)
             for spec, slug in zip(specs, slugs)]
+    if team.leads_job():
+        claim(out, "sweep")
+    for job in jobs:
+        interrupts.watch(job.run, job.spec.prompts.texts)
+    _announce(specs[0], sum(len(spec.prompts.texts) for spec in specs), device)
     with lock.hold(*(job.run for job in jobs if team.leads_job())):  # the leading process, for every rank
         summaries = orchestrator.run(jobs, _echo_pass)
     if summaries is not None:  # the leading process reports
         click.echo(f"results: {out}/{{{','.join(slugs)}}}")
+
+
+def _announce(spec: orchestrator.RunSpec, videos: int, device: torch.device) -> None:
+    """Say before it starts that a request will take long (the leading process only, not with --quiet)."""
+    line = estimate.announce(spec.model, spec.settings, videos, device) if team.leads_job() else None
+    if line and not logs.quiet():
+        click.echo(f"fsbench: {line}", err=True)
 
 
 def _echo_pass(job: orchestrator.Job, summary: dict[str, Any]) -> None:

@@ -9,8 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from fsbench.files import atomic_write_text
 from fsbench.harness.measure.profile import CLOCK_PARTS, CLOCK_SAMPLE_MS, MEMORY_PHASES, PARTS, Profiler
-from fsbench.harness.run.writer import atomic_write_text
 
 JSON_NAME, TABLE_NAME = "profile.json", "profile.md"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fsbench.harness.run.writer import atomic_write
+from fsbench.files import atomic_write
 from fsbench.rundir import file_sha256
 
 MAX_SIZE = 10 * 1024

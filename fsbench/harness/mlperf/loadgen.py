@@ -9,12 +9,9 @@ carries the payload bytes (a short path, never raw frames), and its buffer stays
 from __future__ import annotations
 
 import array
-import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsbench import files, mllog
 from fsbench.errors import FsbenchError
+from fsbench.harness.run import interrupts
 from fsbench.paths import SCENARIO_DIR
 from fsbench.rundir import BENCHMARK
 
@@ -132,28 +131,25 @@ def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, l
     """Run one LoadGen test over QSL indices 0..total-1; returns the parsed summary. `generate` must be
     thread-safe when `concurrency` > 1 (it is then called from that many threads).
 
-    LoadGen logs into a temporary folder next to `log_dir`; only a completed test moves its logs into
+    LoadGen logs into a temporary folder in the run's staging place; only a completed test moves its logs into
     `log_dir`, so an error or Ctrl-C never replaces the logs of an earlier finished test.
     """
     import mlperf_loadgen as lg
 
     settings = build_test_settings(opts, total)
-    log_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=log_dir.parent, prefix=f".tmp-{log_dir.name}-"))
-    try:
+    with files.temp_folder(log_dir, prefix=f"{log_dir.name}-") as staging:
+        logs = staging / "logs"
+        logs.mkdir()
         audit_config = ""
-        if opts.audit:  # outside the staging folder, so audit.config never lands among the logs
+        if opts.audit:  # outside the logs' folder, so audit.config never lands among them
             from fsbench.harness.mlperf.compliance import AUDIT_CONFIG
 
-            audit_config = str(staging.with_suffix(".audit.config"))
+            audit_config = str(staging / "audit.config")
             Path(audit_config).write_text(AUDIT_CONFIG, encoding="utf-8")
-        summary = _run(lg, generate, total, settings, staging, on_sample, audit_config, concurrency)
-        log_dir.mkdir(exist_ok=True)
-        for item in staging.iterdir():
+        summary = _run(lg, generate, total, settings, logs, on_sample, audit_config, concurrency)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        for item in logs.iterdir():
             os.replace(item, log_dir / item.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.with_suffix(".audit.config").unlink(missing_ok=True)
     return summary
 
 
@@ -210,8 +206,7 @@ def _ctrl_c_stops(stop: threading.Event) -> Iterator[threading.Event]:
         if interrupted.is_set():
             # LoadGen's thread is inside C++: unwinding the interpreter around it aborts the process (SIGABRT).
             # Leave at once instead: no file is half-written under its final name, and the next run cleans staging.
-            print("fsbench: aborted: finished videos and results are kept", file=sys.stderr, flush=True)
-            os._exit(130)
+            interrupts.exit_now()
         interrupted.set()
         stop.set()
 
@@ -222,16 +217,15 @@ def _ctrl_c_stops(stop: threading.Event) -> Iterator[threading.Event]:
     try:
         yield interrupted
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if interrupted.is_set():
+            interrupts.pressed()  # a second press from here on exits at once, as it did inside LoadGen
+        else:
+            signal.signal(signal.SIGINT, previous)
 
 
 def parse_detail(path: Path) -> dict[str, Any]:
     """The result fields of `mlperf_log_detail.txt` (`:::MLLOG {json}` lines) as a flat summary."""
-    values: dict[str, Any] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith(":::MLLOG "):
-            entry = json.loads(line[len(":::MLLOG "):])
-            values[entry["key"]] = entry["value"]
+    values = mllog.read(path).values
     summary: dict[str, Any] = {"scenario": values.get("effective_scenario"), "mode": values.get("effective_test_mode")}
     if "result_validity" not in values:
         return summary

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsbench import mllog
 from fsbench.harness.run import made_with
 from fsbench.rundir import BENCHMARK
 
@@ -71,23 +72,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.where}: {self.message}"
-
-
-def read_mllog(path: Path) -> tuple[dict[str, Any], list[str]]:
-    """LoadGen's `:::MLLOG {json}` lines: the last value of every key, and the messages logged as errors."""
-    values: dict[str, Any] = {}
-    errors: list[str] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if not line.startswith(":::MLLOG "):
-            continue
-        try:
-            entry = json.loads(line[len(":::MLLOG "):])
-        except json.JSONDecodeError:
-            continue
-        values[entry.get("key")] = entry.get("value")
-        if (entry.get("metadata") or {}).get("is_error"):
-            errors.append(str(entry.get("value")))
-    return values, errors
 
 
 def check(root: Path) -> list[Problem]:
@@ -217,12 +201,11 @@ class _Checker:
         if not path.is_file():
             self.add(path, "missing (the official checker crashes without it): copy the LoadGen logs of the run")
             return None
-        with open(path, encoding="utf-8", errors="replace") as src:
-            if not src.readline().startswith(":::MLLOG"):
-                self.add(path, "does not start with ':::MLLOG': not a LoadGen detail log")
-                return None
-        values, errs = read_mllog(path)
-        return path, values, errs
+        log = mllog.read(path)
+        if not log.marked:
+            self.add(path, f"does not start with '{mllog.MARKER}': not a LoadGen detail log")
+            return None
+        return path, log.values, log.errors
 
     def performance_log(self, folder: Path, scenario: str, division: str, test04: bool = False) -> None:
         found = self._detail(folder)

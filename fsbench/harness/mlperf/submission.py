@@ -25,12 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsbench import files, mllog
 from fsbench.errors import FsbenchError
-from fsbench.harness.mlperf import accuracy_log, compliance, system as system_desc
-from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check, read_mllog
-from fsbench.harness.run import made_with
+from fsbench.files import atomic_write_text
+from fsbench.folders import claim
+from fsbench.harness.mlperf import (
+    accuracy_log,
+    compliance,
+    evidence,
+    official as official_checker,
+    system as system_desc,
+)
+from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB
-from fsbench.harness.run.writer import atomic_write_text
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
 
 DIVISIONS = ("open", "closed")
@@ -59,11 +66,13 @@ class Sources:
 
 @dataclass
 class Report:
-    """What `assemble` did: the submitter folder, every problem found, and whether the tree was written."""
+    """What `assemble` did: the submitter folder, every problem found, the official checker's verdict when asked,
+    and whether the tree was written."""
 
     path: Path
     problems: list[Problem] = field(default_factory=list)
     written: bool = False
+    official: official_checker.Verdict | None = None  # with --official-checker: MLCommons' checker on the same tree
 
 
 def test04_dir(run: Path, system: str, scenario: str) -> Path:
@@ -73,29 +82,32 @@ def test04_dir(run: Path, system: str, scenario: str) -> Path:
 
 
 def assemble(runs: list[Path], out: Path, division: str, submitter: str, system: str,
-             system_toml: Path | None = None) -> Report:
-    """Build and check the tree; write it only when no rule fails (see `Report`)."""
+             system_toml: Path | None = None, checker: Path | None = None) -> Report:
+    """Build and check the tree; write it only when no rule fails (see `Report`). `checker`: the tools/submission
+    folder of an mlcommons/inference checkout (`official.tools_dir`), whose verdict must pass too."""
     if division not in DIVISIONS:
         raise FsbenchError(f"--division must be one of {', '.join(DIVISIONS)}, got {division!r}")
     for label, name in (("--submitter", submitter), ("--system", system)):
         if not _NAME.match(name):
             raise FsbenchError(f"{label} {name!r} must be a folder name: letters, digits, '_', '-', '.', '+'")
-    manifests = [(Path(r), load_manifest(r)) for r in runs]
+    manifests = [(Path(r), dict(load_manifest(r))) for r in runs]
     _same_system_under_test(manifests)
     sources = _collect(manifests)
+    evidence.verify_videos([(s.scenario, *s.piece("accuracy")) for s in sources])
     data = _data_dir()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = claim(Path(out), "submission")
     final = out / division / submitter
     _clean_stale_staging(out)
-    staging = Path(tempfile.mkdtemp(dir=out, prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
+    staging = Path(tempfile.mkdtemp(dir=files.staging_of(out), prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
     try:
         tree = staging / division / submitter
         problems = _latent_problems(manifests) if division == "closed" else []
         problems += _build(tree, sources, manifests, division, submitter, system, system_toml, data)
         problems += check(staging)
         report = Report(final, problems)
-        if not any(p.severity == "error" for p in problems):
+        if checker is not None:
+            report.official = official_checker.check(checker, staging)
+        if not any(p.severity == "error" for p in problems) and (report.official is None or report.official.ok):
             _replace(tree, final)
             report.written = True
         return report
@@ -104,9 +116,9 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
 
 
 def _clean_stale_staging(out: Path) -> None:
-    """Remove the staging folders that killed packaging jobs left in `out`: each names its job's PID, so a folder
-    whose job still runs (another packaging into the same root) is left alone."""
-    for entry in out.glob(f"{STAGING_PREFIX}*"):
+    """Remove the staging folders that killed packaging jobs left in `out`'s staging place: each names its job's
+    PID, so a folder whose job still runs (another packaging into the same root) is left alone."""
+    for entry in files.staging_of(out).glob(f"{STAGING_PREFIX}*"):
         pid = entry.name[len(STAGING_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
@@ -203,7 +215,7 @@ def _scenario(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
     perf_run, manifest = src.piece("performance")
     perf_logs = loadgen_dir(perf_run, manifest["system"], src.scenario, "performance")
     _copy_logs(perf_logs, folder / "performance" / "run_1")
-    values, _ = read_mllog(perf_logs / "mlperf_log_detail.txt")
+    values = mllog.read(perf_logs / "mlperf_log_detail.txt").values
     verdict = None
     if src.test04 is not None:
         test_run, test_manifest = src.test04
@@ -213,9 +225,12 @@ def _scenario(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
                                                 test_logs / "mlperf_log_summary.txt")
         atomic_write_text(folder / "TEST04" / "verify_performance.txt", verdict)
     atomic_write_text(folder / "user.conf", _user_conf(src.scenario, values))
-    atomic_write_text(folder / "README.md", _scenario_readme(src, manifest, verdict))
+    findings = evidence.accuracy_findings(src.scenario, *src.piece("accuracy"))
+    atomic_write_text(folder / "README.md", _scenario_readme(src, manifest, verdict, findings))
     atomic_write_text(folder / "measurements.json", json.dumps(_measurements(manifest), indent=2) + "\n")
-    return _accuracy(folder / "accuracy", src, division, data)
+    where = "/".join((folder / "accuracy").parts[-7:])
+    severity = "warning" if division == "open" else "error"
+    return [Problem(where, text, severity) for text in findings] + _accuracy(folder / "accuracy", src, division, data)
 
 
 def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Problem]:
@@ -226,11 +241,7 @@ def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
     where = "/".join(folder.parts[-7:])
     problems = []
     _copy_logs(logs, folder)
-    score = vbench_score(run)
-    if score is None:
-        problems.append(Problem(where, f"{run} has no VBench score: run `fsbench eval {run} --metrics vbench` on "
-                                       "the accuracy run first (mlperf preset)",
-                                "warning" if division == "open" else "error"))
+    score = evidence.vbench_score(run)
     accuracy_log.write_truncated(logs / "mlperf_log_accuracy.json", folder,
                                  accuracy_text(score) if score is not None else "")
     if _prompts_sha(manifest) != _prompts_sha_of(data / "vbench_prompts.txt"):
@@ -240,15 +251,9 @@ def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
     captions = []
     for prompt, idx in audit_videos(data):
         video = run / VIDEOS / video_name(prompt)
-        if not video.is_file():
+        if not video.is_file():  # verified when present (evidence.verify_videos); absent for other prompts
             problems.append(Problem(where, f"audit video {idx}.mp4 needs {video}: the accuracy run did not "
                                            "generate it; rerun the accuracy pass over all 248 prompts"))
-            continue
-        try:
-            made_with.probe(video)
-        except ValueError as exc:
-            problems.append(Problem(where, f"audit video {idx}.mp4: {exc}; rerun the accuracy pass, which "
-                                           "regenerates it"))
             continue
         target = folder / "videos" / f"{idx}.mp4"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -256,16 +261,6 @@ def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
         captions.append(f"{idx}.mp4\t{prompt}\n")
     atomic_write_text(folder / "videos" / "captions.txt", "".join(captions))
     return problems
-
-
-def vbench_score(run: Path) -> float | None:
-    """The run's MLPerf vbench_score as `fsbench eval` recorded it (RUN/eval/summary.json), never recomputed."""
-    from fsbench.eval import store
-
-    summary = store.read_json(Path(run) / "eval" / "summary.json") or {}
-    accuracy = (summary.get("vbench") or {}).get("accuracy") or {}
-    score = accuracy.get("vbench_score")
-    return float(score) if isinstance(score, (int, float)) else None
 
 
 def _copy_logs(source: Path, target: Path) -> None:
@@ -359,7 +354,7 @@ def _settings_line(manifest: dict[str, Any]) -> str:
             f"flow_shift {s.get('flow_shift')}, boundary_ratio {s.get('boundary_ratio')}")
 
 
-def _scenario_readme(src: Sources, manifest: dict[str, Any], test04_verdict: str | None) -> str:
+def _scenario_readme(src: Sources, manifest: dict[str, Any], test04_verdict: str | None, notes: list[str]) -> str:
     schedule = manifest.get("schedule") or {}
     device = (manifest.get("device") or {}).get("name")
     lines = [f"# {BENCHMARK} {src.scenario}", "",
@@ -381,6 +376,8 @@ def _scenario_readme(src: Sources, manifest: dict[str, Any], test04_verdict: str
               f"--schedule '{schedule.get('spec')}' --scenario {src.scenario} --mode accuracy "
               "--prompts vbench_prompts.txt --out RUN",
               "fsbench eval RUN --metrics vbench", "```", ""]
+    if notes:
+        lines += ["## Notes", "", *(f"- {note}" for note in notes), ""]
     return "\n".join(lines)
 
 

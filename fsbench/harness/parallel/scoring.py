@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from fsbench.files import atomic_write_text
 from fsbench.harness.parallel.team import TIMEOUT_ENV, process_count, run_ranks, torchrun_world
-from fsbench.harness.run.writer import atomic_write_text
 
 PROGRESS_DIR = ".progress"  # under RUN/eval/, while ranks score
 

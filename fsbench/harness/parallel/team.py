@@ -75,11 +75,26 @@ def leads_job() -> bool:
     return torchrun_world() is None or os.environ["RANK"] == "0"
 
 
+_LAUNCHED_BY = ("RANK", "WORLD_SIZE", "LOCAL_RANK")  # any of these: started by torchrun (or an env:// launcher)
+_RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT")
+
+
 def torchrun_world() -> int | None:
-    """WORLD_SIZE when this process was started by torchrun (or any env:// launcher), else None."""
-    if all(name in os.environ for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
-        return int(os.environ["WORLD_SIZE"])
-    return None
+    """WORLD_SIZE when this process was started by torchrun (or any env:// launcher), else None. A partial
+    environment (a leftover WORLD_SIZE, say) is refused in one line naming what is missing, before any work."""
+    given = [name for name in _LAUNCHED_BY if name in os.environ]
+    if not given:
+        return None
+    missing = [name for name in (*_LAUNCHED_BY, *_RENDEZVOUS) if not os.environ.get(name)]
+    if missing:
+        raise FsbenchError(f"{given[0]} is set but {missing[0]} is not: a torchrun environment needs "
+                           f"{', '.join((*_LAUNCHED_BY, *_RENDEZVOUS))}; unset {', '.join(given)} or start the command "
+                           "with torchrun")
+    for name in (*_LAUNCHED_BY, "MASTER_PORT"):
+        if not os.environ[name].isdigit():
+            raise FsbenchError(f"{name}={os.environ[name][:40]!r} is not a whole number: torchrun sets it; unset it "
+                               "or start the command with torchrun")
+    return int(os.environ["WORLD_SIZE"])
 
 
 def process_count(gpus: int | None, cuda: bool) -> int:

@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from fsbench import kernels
+from fsbench.files import atomic_write, atomic_write_text
 from fsbench.harness.precision.schedule import ResolvedSchedule
-from fsbench.harness.run.writer import atomic_write, atomic_write_text
 from fsbench.kernels import op
 from fsbench.kernels.prologue import Prologue, apply as apply_prologue
 from fsbench.kernels.registry import AUTO

@@ -13,7 +13,7 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.harness.run.presets import Settings
 from fsbench.paths import DATA_ENV, data_dir
-from fsbench.rundir import video_name
+from fsbench.rundir import name_problem
 
 PROMPTS_FILE = "vbench_prompts.txt"
 # MLPerf's initial latent: text_to_video/wan-2.2-t2v-a14b/data/fixed_latent.pt of mlcommons/inference at
@@ -22,7 +22,6 @@ LATENT_FILE = "fixed_latent.pt"
 LATENT_GIT_BLOB = "7c88cf35aa26a98e81a432a8cea22ba5f6b8ef04"
 LATENT_SHAPE = (1, 16, 21, 90, 160)
 LATENT_PRESET = "mlperf"
-MAX_NAME_BYTES = 240  # file systems cap names at 255 bytes; `-0.mp4` and a temp suffix need the rest
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
             raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE, or run scripts/fetch_dataset.py "
                                f"(or set {DATA_ENV} to a folder holding {PROMPTS_FILE})")
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is no prompt's start
         except (OSError, UnicodeDecodeError) as exc:
             raise FsbenchError(f"cannot read prompts file {path}: {exc}; one UTF-8 prompt per line expected") from exc
         texts = [line.strip() for line in lines if line.strip()]
@@ -60,10 +59,15 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
         if limit < 1:
             raise FsbenchError(f"--num-prompts must be at least 1, got {limit}")
         texts = texts[:limit]
+    first: dict[str, int] = {}
     for i, text in enumerate(texts):
-        if "/" in text or "\0" in text or text.startswith(".") or len(video_name(text).encode()) > MAX_NAME_BYTES:
-            raise FsbenchError(f"prompt {i} cannot name a video file (contains '/', starts with '.' or is too long): "
-                               f"{text[:60]!r}")
+        if text in first:
+            raise FsbenchError(f"prompt {i} repeats prompt {first[text]} ({text[:60]!r}): each prompt names one "
+                               "video, so a prompts file lists each once")
+        first[text] = i
+        problem = name_problem(text)
+        if problem:
+            raise FsbenchError(f"prompt {i} cannot name a video file ({problem}): {text[:60]!r}")
     digest = hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest()
     return Prompts(tuple(texts), source, digest)
 

@@ -1,35 +1,42 @@
 """One writer per run folder: a job holds an advisory lock (fcntl.flock on RUN/.lock) for as long as it writes
-there, all its ranks together (rank 0 takes it for every rank). A second job fails at once,
-naming the holder's PID. Holding the lock also makes it safe to delete what a killed job left half-written."""
+there, all its ranks together (rank 0 takes it for every rank). A second job fails at once, naming the holder's
+PID. Holding the lock also makes it safe to empty the folder's staging place of what a killed job left there."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from fsbench import rundir
+from fsbench import files, rundir
 from fsbench.errors import FsbenchError
+from fsbench.folders import claim, refuse_foreign
 
 
 @contextlib.contextmanager
-def hold(*folders: Path) -> Iterator[None]:
-    """Lock every folder in `folders` (created if missing) for the block, then clean their leftover staging."""
+def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
+    """Claim every folder in `folders` as fsbench's `kind` (`fsbench.folders.claim`: new, empty or already one),
+    lock each for the block, then empty their staging places."""
+    for folder in folders:
+        refuse_foreign(folder, kind)  # every folder checked before the first is written
     with contextlib.ExitStack() as stack:
         for folder in folders:
+            claim(folder, kind)
             stack.enter_context(_lock(folder))
         for folder in folders:
-            clean_staging(folder)
+            files.clean_staging(folder)
         yield
 
 
 @contextlib.contextmanager
 def _lock(folder: Path) -> Iterator[None]:
+    path = folder / rundir.LOCK
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / rundir.LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except IsADirectoryError:
+        raise FsbenchError(f"{path} is a folder, not fsbench's lock file: remove it (a job holds the lock in a "
+                           "file of that name)") from None
     except OSError as exc:
         raise FsbenchError(f"cannot write to output directory {folder}: {exc.strerror}; pass --out DIR") from exc
     try:
@@ -44,23 +51,3 @@ def _lock(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def is_staging(name: str) -> bool:
-    """Names of half-written files and folders: `.tmp-*` (atomic writes, LoadGen's staging) and `.*.tmp[.mp4]`."""
-    return name.startswith(".tmp-") or (name.startswith(".") and name.endswith((".tmp", ".tmp.mp4")))
-
-
-def clean_staging(folder: Path) -> list[Path]:
-    """Delete the staging files and folders a killed job left anywhere under `folder`; returns what went."""
-    removed = []
-    for root, dirs, files in os.walk(folder):
-        for name in [d for d in dirs if is_staging(d)]:
-            shutil.rmtree(Path(root) / name, ignore_errors=True)
-            dirs.remove(name)
-            removed.append(Path(root) / name)
-        for name in files:
-            if is_staging(name):
-                (Path(root) / name).unlink(missing_ok=True)
-                removed.append(Path(root) / name)
-    return removed

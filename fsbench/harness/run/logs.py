@@ -63,9 +63,17 @@ def quiet() -> bool:
     return bool(ctx is not None and ctx.meta.get(QUIET))
 
 
+class _RunLog(logging.FileHandler):
+    """RUN/fsbench.log. A line that cannot be written (a full disk) is dropped without logging's traceback: the
+    command itself reports the full disk in one line where it matters, at a result file."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 @contextlib.contextmanager
 def _run_log(path: Path, early: logging.handlers.BufferingHandler | None) -> Iterator[None]:
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = _RunLog(path, encoding="utf-8")
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(logging.Formatter(_FILE))
     loggers = _LOGGERS
@@ -82,8 +90,12 @@ def _run_log(path: Path, early: logging.handlers.BufferingHandler | None) -> Ite
     finally:
         failed = sys.exc_info()[1]
         elapsed = time.perf_counter() - start
-        if failed is not None and not isinstance(failed, SystemExit):
-            LOGGER.error("failed after %.1f s: %s: %s", elapsed, type(failed).__name__, failed)
+        if isinstance(failed, KeyboardInterrupt):  # this file only: the console gets the command's one line
+            handler.handle(LOGGER.makeRecord(LOGGER.name, logging.WARNING, __file__, 0,
+                                             "interrupted (Ctrl-C) after %.1f s", (elapsed,), None))
+        elif failed is not None and not isinstance(failed, SystemExit):
+            handler.handle(LOGGER.makeRecord(LOGGER.name, logging.ERROR, __file__, 0, "failed after %.1f s: %s: %s",
+                                             (elapsed, type(failed).__name__, failed), None))
         else:
             LOGGER.info("finished in %.1f s", elapsed)
         for logger in loggers:

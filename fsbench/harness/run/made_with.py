@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fsbench import rundir
-from fsbench.harness.run import writer
+from fsbench import files, rundir
 from fsbench.kernels.registry import AUTO
 
 
@@ -52,22 +51,47 @@ def probe(video: Path) -> tuple[int, int, int]:
     return frames, int(shape[0]), int(shape[1])
 
 
-def record(video: Path, digest: str, expected: tuple[int, int, int], kernels: Mapping[str, str]) -> None:
-    """Check the video just written decodes to `expected` (frames, height, width), then write its sidecar."""
-    found = probe(video)
+def encode(frames: Any, path: Path, fps: int, expected: tuple[int, int, int]) -> None:
+    """Encode (F, H, W, 3) frames in [0, 1] as diffusers' `export_to_video` does (the same bytes), with ffmpeg's
+    own messages off, and check the file decodes to `expected` (frames, height, width): an encoder that failed
+    (a full disk) leaves a file that does not, and it never gets the final name."""
+    import imageio
+    import numpy as np
+
+    with imageio.get_writer(path, format="FFMPEG", mode="I", fps=fps, quality=5.0, bitrate=None,
+                            macro_block_size=16, ffmpeg_log_level="quiet") as out:
+        for frame in frames:
+            out.append_data((frame * 255).astype(np.uint8))
+    found = probe(path)
     if found != expected:
-        raise RuntimeError(f"{video} decodes to {found} (frames, height, width), not {expected}")
-    writer.atomic_write_text(sidecar(video), json.dumps(
+        raise RuntimeError(f"{path} decodes to {found} (frames, height, width), not {expected}")
+
+
+def record(video: Path, digest: str, found: tuple[int, int, int], kernels: Mapping[str, str]) -> None:
+    """Write the sidecar of a video just written and checked (`encode`): `found` is its (frames, height, width)."""
+    files.atomic_write_text(sidecar(video), json.dumps(
         {"made_with": digest, "sha256": rundir.file_sha256(video), "frames": found[0], "height": found[1],
          "width": found[2], "attention_kernels": dict(sorted(kernels.items()))}, indent=1) + "\n")
 
 
 def reusable(video: Path, digest: str) -> bool:
     """Whether `video` exists, was made with the settings `digest` and is byte for byte what was then written."""
+    return damaged(video, digest) is None
+
+
+def damaged(video: Path, digest: str | None = None) -> str | None:
+    """Why `video` is not the file its sidecar records (missing, no sidecar, made with settings other than `digest`,
+    other bytes than the sha256 written with it), or None when it is intact."""
+    if not video.is_file():
+        return "missing"
     info = _read(video)
-    if not info or info.get("made_with") != digest or not video.is_file():
-        return False
-    return info.get("sha256") == rundir.file_sha256(video)
+    if not info:
+        return f"no readable record in {rundir.MADE_WITH}/"
+    if digest is not None and info.get("made_with") != digest:
+        return "made with other settings than the run recorded"
+    if info.get("sha256") != rundir.file_sha256(video):
+        return "its bytes differ from the sha256 recorded when it was written"
+    return None
 
 
 def kernels_of(videos: Iterable[Path]) -> dict[str, str]:

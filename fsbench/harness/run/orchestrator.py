@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tqdm.auto import tqdm
 
-from fsbench import rundir
+from fsbench import files, rundir
 from fsbench.harness.measure import profile_report
 from fsbench.harness.measure.profile import NullProfiler, Profiler
 from fsbench.harness.mlperf import loadgen
@@ -25,8 +25,8 @@ from fsbench.harness.model import options, pipeline
 from fsbench.harness.parallel import team as teams
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
 from fsbench.harness.precision.schedule import ResolvedSchedule, Schedule, load as load_schedule
-from fsbench.harness.run import dataset, logs, made_with as artifacts, writer
-from fsbench.harness.run.presets import Settings, build_settings
+from fsbench.harness.run import dataset, inputs, logs, made_with as artifacts, writer
+from fsbench.harness.run.presets import Settings
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class Job:
 
     `capture_qkv` None: no capture; N >= 0: record every call's statistics and keep q, k, v of the top N.
     `profile`: time every phase of every video into RUN/profile.{json,md}; `warm_up`: one step per attention
-    format before LoadGen starts (`VideoGenerator.warm_up`)."""
+    format before LoadGen starts (`VideoGenerator.warm_up`); `reuse`: an accuracy pass keeps the intact videos of
+    the same settings the folder holds (a resumed pass; the summary counts them)."""
 
     spec: RunSpec
     opts: loadgen.LoadgenOptions
@@ -68,17 +69,19 @@ class Job:
     profile: bool = False
     capture_qkv: int | None = None
     warm_up: bool = False
+    reuse: bool = False
 
 
 def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
             latent_file: Path | None, overrides: dict[str, Any]) -> RunSpec:
-    """Steps 1-3: everything cheap that can be wrong is checked before any weights load."""
-    settings = build_settings(preset, model, **overrides)
+    """Steps 1-3: everything cheap that can be wrong is checked before any weights load, the inputs as
+    `fsbench doctor` checks them (harness.run.inputs)."""
     parsed = schedule if isinstance(schedule, Schedule) else load_schedule(schedule)
-    resolved = parsed.resolve(settings.steps, pipeline.num_layers(model))
-    prompts = dataset.load_prompts(prompts_file, model, num_prompts)
-    latent = dataset.load_latent(settings, latent_file)
-    return RunSpec(model, settings, resolved, prompts, latent.tensor, latent.as_dict())
+    found = inputs.read(model, preset, prompts_file, num_prompts, latent_file, overrides, first_only=True)
+    found.raise_first()
+    assert found.settings and found.layers and found.prompts and found.latent  # raise_first refused the unread
+    resolved = parsed.resolve(found.settings.steps, found.layers)
+    return RunSpec(model, found.settings, resolved, found.prompts, found.latent.tensor, found.latent.as_dict())
 
 
 def schedule_slug(schedule: ResolvedSchedule) -> str:
@@ -112,9 +115,9 @@ def open_run_dir(run: Path, spec: RunSpec, system: str, device: torch.device) ->
         "versions": writer.versions(),
         "git_commit": writer.git_commit(),
     }
-    writer.open_run(run, header)
+    writer.open_run(run, cast(rundir.Manifest, header))
     if not (run / rundir.LATENT).is_file():
-        writer.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
+        files.atomic_write(run / rundir.LATENT, lambda tmp: torch.save(spec.latent, tmp))
 
 
 def device_info(device: torch.device, model: str) -> dict[str, Any]:
@@ -193,15 +196,13 @@ class VideoGenerator:
         if self.can_reuse(index):
             self.reused += 1
             return str(relative)
-        from diffusers.utils import export_to_video
-
         with self.profiler.video(index):
             frames = self.frames(index)
             with self.profiler.region("video_encode"):
-                writer.atomic_write(path, lambda tmp: export_to_video(list(frames), str(tmp),
-                                                                       fps=self.spec.settings.fps))
                 s = self.spec.settings
-                artifacts.record(path, self.made_with, (s.num_frames, s.height, s.width),
+                expected = (s.num_frames, s.height, s.width)
+                files.atomic_write(path, lambda tmp: artifacts.encode(frames, tmp, s.fps, expected))
+                artifacts.record(path, self.made_with, expected,
                                  self.router.kernels_used if self.router is not None else {})
         if self.router is not None and self.router.capture is not None:
             self.router.capture.flush()
@@ -249,7 +250,7 @@ def _follow(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any]) -> Non
     router = team.router(job.spec.schedule, impl=job.impl, capture=None, bf16_impl=job.speed.bf16_impl)
     router.install(pipe)
     try:
-        team.follow(VideoGenerator(pipe, job.spec, job.run, router, reuse=job.opts.mode == "accuracy",
+        team.follow(VideoGenerator(pipe, job.spec, job.run, router, reuse=job.reuse and job.opts.mode == "accuracy",
                                    made_with=job.spec.made_with(job.impl, speed)))
     finally:
         router.uninstall()
@@ -268,8 +269,9 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     router = team.router(spec.schedule, impl=job.impl, capture=capture, bf16_impl=job.speed.bf16_impl)
     router.install(pipe)
     profiler = Profiler(pipe.device) if job.profile else None
-    # A resumed accuracy pass reuses finished videos, except under --capture, which must see every call.
-    generator = VideoGenerator(pipe, spec, run, router, reuse=opts.mode == "accuracy" and capture is None,
+    # Only an accuracy pass asked to may reuse finished videos, and never under --capture, which must see every call.
+    reuse = job.reuse and opts.mode == "accuracy" and capture is None
+    generator = VideoGenerator(pipe, spec, run, router, reuse=reuse,
                                profiler=profiler, made_with=spec.made_with(job.impl, speed))
     warmed = generator.warm_up() if job.warm_up else None
     if profiler is not None:
@@ -297,6 +299,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
         summary["attention_kernel_fallbacks"] = dict(sorted(router.kernel_fallbacks.items()))
     if opts.mode == "accuracy":
         summary.update(samples=total, videos_generated=generator.generated, videos_reused=generator.reused,
+                       reuse=generator.reuse, made_with=generator.made_with,
                        accuracy_log=str((log_dir / "mlperf_log_accuracy.json").relative_to(run)))
     if capture is not None:
         capture_summary = capture.finish()
@@ -308,7 +311,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     summary.update(team.record())
     if profiler is not None:
         summary["profile"] = profile_report.write(run, profiler, summary)
-    writer.record_result(run, opts.scenario, opts.audit or opts.mode, summary)
+    writer.record_result(run, opts.scenario, opts.audit or opts.mode, cast(rundir.Summary, summary))
     logging.getLogger("fsbench").info("%s (%s)", describe(summary), spec.schedule.name)
     return summary
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError
@@ -86,46 +88,82 @@ def _packages() -> list[Check]:
     return checks
 
 
-def _model(model: str) -> Check:
-    from fsbench.harness.model import pipeline
+def _inputs(model: str, preset: str, prompts_file: Path | None, latent_file: Path | None) -> list[Check]:
+    """The run's own inputs, read by the function `fsbench run` reads them with (harness.run.inputs): a line for
+    each, and a failure is the run's own one-line refusal, naming the file."""
+    from fsbench.harness.run import inputs
 
-    if model in pipeline.SYNTHETIC:
-        return Check("model", True, f"{model} (built in, random weights)", needed_by=("run",))
+    quiet = logging.getLogger("fsbench")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # a seeded latent is the "fixed latent" line's to report, not a warning's
     try:
-        return Check("model", True, str(pipeline.checkpoint_dir(model)), needed_by=("run",))
-    except FsbenchError as exc:
-        return Check("model", False, f"{model}: not found", str(exc), ("run",))
+        found = inputs.read(model, preset, prompts_file, latent_file=latent_file)
+    finally:
+        quiet.setLevel(level)
+    problems = found.problems
+    settings, prompts, latent = found.settings, found.prompts, found.latent
+    shown = {
+        "settings": f"preset {preset}: {settings.height}x{settings.width}x{settings.num_frames}, "
+                    f"{settings.steps} steps" if settings else "",
+        "model": f"{model} (built in, random weights)" if found.model_dir is None else str(found.model_dir),
+        "prompts": f"{prompts.source} ({len(prompts.texts)})" if prompts else "",
+        "latent": latent.source if latent else "not read: the settings above are refused",
+    }
+    checks = []
+    for name in inputs.NAMES:
+        if name in problems:
+            checks.append(Check(name, False, str(problems[name]), needed_by=("run",)))
+        else:
+            checks.append(Check(name, name != "latent" or latent is not None, shown[name], needed_by=("run",)))
+    return checks
 
 
-def _data(model: str) -> list[Check]:
+def _mlperf_data() -> list[Check]:
+    """What a closed submission needs beyond a run: MLPerf's 248 prompts and its fixed latent, in the data folder."""
     from fsbench.harness.run import dataset
 
     folder = data_dir()
     prompts = folder / dataset.PROMPTS_FILE
-    run_needs = ("run", "submission") if model != "tiny" else ("submission",)
-    if prompts.is_file():
-        count = sum(1 for line in prompts.read_text(encoding="utf-8").splitlines() if line.strip())
-        checks = [Check("prompts", True, f"{prompts} ({count})", needed_by=run_needs)]
-    else:
-        checks = [Check("prompts", False, f"{prompts} is missing", FETCH_DATA, run_needs)]
+    try:
+        count = len(dataset.load_prompts(prompts, "").texts)
+        checks = [Check("MLPerf prompts", True, f"{prompts} ({count})", needed_by=("submission",))]
+    except FsbenchError as exc:
+        checks = [Check("MLPerf prompts", False, str(exc), FETCH_DATA, ("submission",))]
     latent = folder / dataset.LATENT_FILE
-    if latent.is_file():
+    try:
         blob = dataset.git_blob_id(latent.read_bytes())
-        official = blob == dataset.LATENT_GIT_BLOB
-        checks.append(Check("fixed latent", official, f"{latent} (git blob {blob[:12]}"
-                            + (", MLPerf's)" if official else ", not MLPerf's)"), "" if official else FETCH_DATA,
-                            ("submission",)))
-    else:
-        checks.append(Check("fixed latent", False, f"no {dataset.LATENT_FILE}: the mlperf preset starts from a seed",
-                            FETCH_DATA, ("submission",)))
-    return checks
+    except OSError as exc:
+        return checks + [Check("fixed latent", False, f"cannot read {latent} ({exc.strerror or exc}): the mlperf "
+                               "preset starts from a seed", FETCH_DATA, ("submission",))]
+    official = blob == dataset.LATENT_GIT_BLOB
+    return checks + [Check("fixed latent", official, f"{latent} (git blob {blob[:12]}"
+                           + (", MLPerf's)" if official else ", not MLPerf's)"), "" if official else FETCH_DATA,
+                           ("submission",))]
+
+
+def _vbench_data() -> Path:
+    """The VBench data folder, with its full-info JSON read: a file that is not JSON is named, not raised."""
+    import json
+
+    from fsbench.eval import vbench_adapter
+
+    folder = vbench_adapter.data_dir()
+    info = folder / "VBench_full_info.json"
+    try:
+        entries = json.loads(info.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FsbenchError(f"cannot read {info} ({type(exc).__name__}: {str(exc)[:80]}): fetch it again with "
+                           "scripts/fetch_dataset.py") from exc
+    if not isinstance(entries, list):
+        raise FsbenchError(f"{info} is not VBench's list of prompts: fetch it again with scripts/fetch_dataset.py")
+    return folder
 
 
 def _evaluation() -> list[Check]:
     from fsbench.eval import vbench_adapter, weights
 
     checks = []
-    for name, probe in (("VBench environment", vbench_adapter.vbench_python), ("VBench data", vbench_adapter.data_dir)):
+    for name, probe in (("VBench environment", vbench_adapter.vbench_python), ("VBench data", _vbench_data)):
         try:
             checks.append(Check(name, True, str(probe()), needed_by=("eval", "submission")))
         except FsbenchError as exc:
@@ -139,13 +177,21 @@ def _evaluation() -> list[Check]:
     return checks
 
 
-def diagnose(model: str) -> list[Check]:
-    """Every check, in the order a run meets them."""
+def diagnose(model: str, preset: str = "mlperf", prompts_file: Path | None = None,
+             latent_file: Path | None = None) -> list[Check]:
+    """Every check, in the order a run meets them; the run's inputs are those `fsbench run` would read with the same
+    options. A probe that fails in a way nobody foresaw is a line naming it, so doctor always reports."""
     checks = [Check("fsbench", True, f"{__version__}, Python {platform.python_version()}")]
-    probes: list[Callable[[], list[Check]]] = [lambda: _gpu(model), _kernels, _packages, lambda: [_model(model)],
-                                               lambda: _data(model), _evaluation]
-    for probe in probes:
-        checks += probe()
+    probes: list[tuple[str, Callable[[], list[Check]]]] = [
+        ("GPU", lambda: _gpu(model)), ("kernels", _kernels), ("packages", _packages),
+        ("inputs", lambda: _inputs(model, preset, prompts_file, latent_file)), ("MLPerf data", _mlperf_data),
+        ("evaluation", _evaluation)]
+    for name, probe in probes:
+        try:
+            checks += probe()
+        except Exception as exc:  # noqa: BLE001 - doctor reports every failure, it never stops at one
+            checks.append(Check(name, False, f"the probe failed: {type(exc).__name__}: {str(exc)[:160]}",
+                                needed_by=MODES))
     return checks
 
 

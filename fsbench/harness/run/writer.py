@@ -1,60 +1,31 @@
-"""Writing a run folder (layout and manifest schema: `fsbench.rundir`): atomic files (temp file + os.replace) so
-an error or Ctrl-C never leaves a half-written file behind, the manifest's header and results, and provenance."""
+"""Writing a run folder (layout and manifest schema: `fsbench.rundir`): the manifest's header and results, and
+provenance. Every file goes through `fsbench.files.atomic_write`, so an error or Ctrl-C never leaves half of one."""
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import json
 import os
 import shlex
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fsbench import files
 from fsbench.errors import FsbenchError
 from fsbench.paths import REPO
-from fsbench.rundir import MANIFEST, load_manifest
+from fsbench.rundir import MANIFEST, SCHEMA, Manifest, Summary, load_manifest
 
 # Settings that must agree before a new run may add results to an existing run directory (the schedule by its
 # spec, the prompt set by its digest).
 _SAME_RUN_KEYS = {"model": None, "settings": None, "schedule": "spec", "prompts": "sha256"}
 
 
-def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
-    """Call `write(tmp)` on a temp file next to `path`, then rename it over `path` (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a result file takes the user's umask like any other
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-@functools.cache
-def _umask() -> int:
-    """The process's umask (read once: setting it to read it is not thread-safe)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def open_run(run: Path, header: dict[str, Any]) -> dict[str, Any]:
+def open_run(run: Path, header: Manifest) -> Manifest:
     """Create or reopen `run` for a run described by `header`; refuses a directory holding other settings."""
     try:
-        run.mkdir(parents=True, exist_ok=True)
-        probe = run / f".write-probe-{os.getpid()}"
+        probe = files.staging_of(run) / f"write-probe-{os.getpid()}"
+        probe.parent.mkdir(parents=True, exist_ok=True)
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
@@ -62,22 +33,25 @@ def open_run(run: Path, header: dict[str, Any]) -> dict[str, Any]:
     now = _now()
     if (run / MANIFEST).is_file():
         manifest = load_manifest(run)
+        recorded: dict[str, Any] = dict(manifest)
+        given: dict[str, Any] = dict(header)
         for key, part in _SAME_RUN_KEYS.items():
-            old, new = manifest.get(key), header[key]
+            old, new = recorded.get(key), given[key]
             if part:
                 old, new = (old if isinstance(old, dict) else {}).get(part), new[part]
             if old != new and not (part and old is None):  # a folder from before the record was kept
                 raise FsbenchError(f"{run} holds results with a different {key} ({_diff(old, new)}); "
                                    "pass --out DIR for a new run directory")
-        manifest.update({k: v for k, v in header.items() if k != "results"})
+        manifest.update({k: v for k, v in header.items() if k != "results"})  # type: ignore[typeddict-item]
     else:
         manifest = {**header, "created": now, "results": {}}
+    manifest["schema"] = SCHEMA
     manifest["date"] = now
     _write_manifest(run, manifest)
     return manifest
 
 
-def record_result(run: Path, scenario: str, mode: str, summary: dict[str, Any]) -> dict[str, Any]:
+def record_result(run: Path, scenario: str, mode: str, summary: Summary) -> Manifest:
     """Merge one scenario/mode summary, with the command that produced it, into the manifest (others are kept)."""
     manifest = load_manifest(run)
     manifest.setdefault("results", {}).setdefault(scenario, {})[mode] = {**summary, "command": command_line()}
@@ -129,8 +103,8 @@ def provenance(device: str | None = None, program: str = "fsbench") -> dict[str,
             "date": _now()}
 
 
-def _write_manifest(run: Path, manifest: dict[str, Any]) -> None:
-    atomic_write_text(run / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+def _write_manifest(run: Path, manifest: Manifest) -> None:
+    files.atomic_write_text(run / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
 
 
 def _diff(old: Any, new: Any) -> str:

@@ -1,0 +1,62 @@
+"""Ctrl-C, once and twice. The first press stops the command where it stands; the command then says in one line
+how many videos are kept and exits 130. From that press on, a second one exits 130 at once, wherever it lands
+(an import, a finalizer, LoadGen's C++ thread), so that it can never end in a traceback. Files are written whole or
+not at all (`fsbench.files`), so leaving at once loses only the video being made."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from fsbench import rundir
+
+INTERRUPTED = 130  # the shell's code for a process that SIGINT ended
+_WATCHED: list[tuple[Path, tuple[str, ...]]] = []
+
+
+def exit_now(signum: int = signal.SIGINT, frame: FrameType | None = None) -> None:
+    """The second press: leave at once, without unwinding anything."""
+    os.write(2, b"fsbench: aborted: finished videos and results are kept\n")
+    os._exit(INTERRUPTED)
+
+
+def _first_press(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGINT, exit_now)
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """Make the first Ctrl-C a KeyboardInterrupt that arms `exit_now` for the second (main thread only); a new
+    command watches no folder yet."""
+    _WATCHED.clear()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _first_press)
+
+
+def pressed() -> None:
+    """After a first press that was handled elsewhere (LoadGen's own handler): a second one exits at once."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, exit_now)
+
+
+def watch(folder: Path, prompts: tuple[str, ...] | list[str]) -> None:
+    """Count `folder`'s videos of `prompts` in the line an interrupt prints."""
+    _WATCHED.append((Path(folder), tuple(prompts)))
+
+
+def message() -> str:
+    """The one line a first Ctrl-C ends with: what is kept, and that the same command resumes."""
+    pressed()
+    total = sum(len(prompts) for _, prompts in _WATCHED)
+    if not total:
+        return "interrupted: finished work is kept; the same command resumes"
+    kept = sum(_kept(folder, prompt) for folder, prompts in _WATCHED for prompt in prompts)
+    return f"interrupted: {kept} of {total} videos kept; the same command resumes"
+
+
+def _kept(folder: Path, prompt: str) -> bool:
+    """A video counts once it and its record are written (a resumed run reuses exactly those)."""
+    video = rundir.videos_dir(folder) / rundir.video_name(prompt)
+    return video.is_file() and (rundir.made_with_dir(folder) / f"{video.name}.json").is_file()
