@@ -12,7 +12,8 @@ from fsbench.errors import FsbenchError
 from fsbench.rundir import LOCK, MANIFEST
 
 KINDS = {"run": "a run folder", "sweep": "a sweep folder", "compare": "a comparison folder",
-         "page": "a comparison page's folder", "submission": "a submission root"}
+         "page": "a comparison page's folder", "submission": "a submission root", "campaign": "a campaign folder",
+         "tune": "a tune folder"}
 
 
 def kind_of(folder: Path) -> str | None:

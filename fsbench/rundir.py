@@ -40,6 +40,7 @@ VIDEO_SUFFIX = "-0.mp4"
 LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.run.lock)
 PIXEL_KEYS = ("compile", "gemm", "vae")  # of a summary's speed: the options that shape a video's pixels
 SPEED_KEYS = (*PIXEL_KEYS, "offload")  # ... and those that make a configuration (its latency)
+EVAL_METRICS = ("psnr", "ssim", "lpips", "vbench")  # what `fsbench eval` writes into RUN/eval/
 
 SCHEMA = 2  # the manifest's version; 1: the manifests written before the version was recorded (read as they are)
 

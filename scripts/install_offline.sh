@@ -5,14 +5,15 @@
 #   scripts/install_offline.sh WHEELHOUSE [--extras gpu] [DOCTOR OPTIONS...]    e.g. --model a14b-synthetic
 #
 # pip installs with --no-index from WHEELHOUSE only, and upgrades a package only where fsbench needs a newer one.
-# The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are pinned to the versions installed (a
-# constraints file made from `pip list --format=freeze`), so nothing in the wheelhouse replaces them: a wheel that would need
-# another torch makes pip stop before it installs anything. A Triton older than the gpu extra asks stays too:
-# fsbench is then installed without that extra, and impl=auto runs the Triton kernel instead of Gluon.
+# The node's torch, triton and CUDA runtime libraries (wheelhouse_plan.py's list) are pinned to the versions
+# installed (a constraints file made from `pip list --format=freeze`), so nothing in the wheelhouse replaces them:
+# a wheel that would need another torch makes pip stop before it installs anything. A Triton older than the gpu
+# extra asks stays too: fsbench is then installed without that extra, and impl=auto runs the Triton kernel instead
+# of Gluon.
 # PYTHON names the interpreter (default python3). Exit status: pip's; the doctor's verdict is printed.
 set -euo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   [[ $# -ge 1 ]] && exit 0 || exit 2
 fi
 wheelhouse=$(realpath "$1")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or reuse) .venv-vbench: vbench 0.1.5 pins transformers 4.33 and numpy<2, which cannot share the
 # diffusers environment, so fsbench calls it across a process boundary (eval/vbench_runner.py).
-# Recipe from ../shared/reference/offline-stack.md section 3: torch first (local wheels), then vbench, then
+# The order matters: torch first (local wheels), then vbench, then
 # setuptools<81 because openai-clip still imports pkg_resources. About 3 min and 6.7 GB on a clean machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

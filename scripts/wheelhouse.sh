@@ -16,9 +16,10 @@
 #                  uses it only if its own copy does not do), e.g. imageio-ffmpeg==0.6.0 (29 MB where 0.8.1
 #                  is 68 MB) or 'huggingface-hub>=1.32,<2' (diffusers needs that, an image may have older)
 #
-# The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are never downloaded: pip resolves against an empty
-# stand-in for each (torch's CUDA wheels alone are gigabytes). The folder holds fsbench's own wheel
-# (`pip wheel --no-deps .`) and a plan.txt of what was chosen and why.
+# The node's torch, triton and CUDA runtime libraries (nvidia-cublas-cu12, nvidia-cudnn-cu13, ...: the list is
+# wheelhouse_plan.py's) are never downloaded: pip resolves against an empty stand-in for each (torch's CUDA wheels
+# alone are gigabytes). Every other package travels, nvidia-ml-py and nvidia-cutlass-dsl included. The folder holds
+# fsbench's own wheel (`pip wheel --no-deps .`) and a plan.txt of what was chosen and why.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
@@ -38,7 +39,7 @@ while (($#)); do
     --have) have+=("$2"); shift 2 ;;
     --pin) pins+=("$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "wheelhouse.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done

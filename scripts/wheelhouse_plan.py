@@ -5,7 +5,7 @@ this script walks them from fsbench down, the way `pip install` on the node will
 a requirement the node already satisfies is left to the node, and so are all of its own requirements. A
 package the node has in an unknown version (`--have NAME` and all it requires) is trusted; `--bring NAME`
 adds a candidate wheel anyway (pip on the node uses it only if the node's copy is too old).
-The node's torch, triton and CUDA libraries (nvidia-*, cuda-*) are never planned: install_offline.sh pins them.
+The node's torch, triton and CUDA runtime libraries (PROTECTED) are never planned: install_offline.sh pins them.
 
 Prints one `name==version` line per wheel to download; what is left to the node goes to stderr. With
 `--pins FREEZE` it prints only the lines of a `pip list --format=freeze` that name those protected packages.
@@ -27,8 +27,14 @@ except ImportError:  # any machine with pip has pip's copy
     from pip._vendor.packaging.utils import canonicalize_name
     from pip._vendor.packaging.version import Version
 
-# the node's own torch, triton and CUDA libraries (not cudnn-frontend: fsbench brings that Python package itself)
-PROTECTED = re.compile(r"^(torch|triton|pytorch-triton|cuda-.*|nvidia-(?!cudnn-frontend).*)$")
+# The CUDA runtime libraries torch's CUDA wheels bring (nvidia-cublas-cu12, nvidia-cudnn-cu13, nvidia-nccl-cu12,
+# nvidia-cuda-runtime, ... and cuda-toolkit, which names them): gigabytes, built together with the node's torch.
+# Every other nvidia-* or cuda-* package is an ordinary dependency that travels: nvidia-ml-py, the cuDNN frontend,
+# nvidia-cutlass-dsl and its nvidia-cutlass-dsl-libs-cuXX (CUTLASS's own code, not CUDA's), cuda-bindings.
+CUDA_LIBRARIES = ("cublas", "cuda-[a-z0-9-]+?", "cudnn", "cufft", "cufile", "curand", "cusolver", "cusparse",
+                  "cusparselt", "nccl", "npp", "nvfatbin", "nvjitlink", "nvjpeg", "nvml-dev", "nvptxcompiler",
+                  "nvshmem", "nvtx", "nvvm")
+PROTECTED = re.compile(rf"^(torch|triton|pytorch-triton|cuda-toolkit|nvidia-({'|'.join(CUDA_LIBRARIES)})(-cu\d+)?)$")
 
 
 def protected_pins(freeze: Path) -> list[str]:

@@ -64,6 +64,7 @@ def _bases(files: dict[str, str], tmp: Path) -> dict[str, dict[str, list[str]]]:
         "kernels bench": {"--rows": ["no-such-row"], "--repeats": ["0"]},
         "kernels check": {"--impl": ["nope"], "--formats": ["mxfp8,mxfp8"]},
         "submission": {"--runs": [empty], "--division": ["nope"]},
+        "tune": {"--budget": ["psnr<=1"], "--formats": ["bogus"], "--out": [str(tmp / "tune")]},
     }
 
 

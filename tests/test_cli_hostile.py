@@ -336,6 +336,8 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
         (["sweep", "--out", str(run), *SMALL], "a run folder, not a sweep"),
         (["submission", "--runs", str(run), "--out", str(mine), "--submitter", "org", "--system", "x"], str(mine)),
         (["run", "--out", str(mine / ".notes.tmp"), *SMALL], ".notes.tmp"),
+        (["tune", "--budget", "psnr>=35", "--out", str(mine)], str(mine)),
+        (["tune", "--budget", "psnr>=35", "--out", str(run)], "a run folder, not a tune folder"),
     ]
     before = _tree(tmp_path)
     for args, culprit in cases:

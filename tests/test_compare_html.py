@@ -1,8 +1,17 @@
 """`fsbench compare --html` without a browser: the page's table, gaps, videos and self-containment."""
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import pty
 import re
+import struct
+import subprocess
+import sys
+import termios
 from html.parser import HTMLParser
+from pathlib import Path
 
 import imageio_ffmpeg
 import numpy as np
@@ -50,6 +59,17 @@ def runs_without_metrics(tmp_path):
             for s, v in videos.items()]
 
 
+def _resolve(cell: str, notes: dict[str, str]) -> str:
+    """A cell with each note mark written out (the page numbers only the notes of the columns it shows)."""
+    return re.sub(r"\[(\d+)\]", lambda m: f"[{notes[m.group(1)]}]", cell)
+
+
+def _data(out) -> dict:
+    """The JSON the page's script builds the video grid from."""
+    text = (out / "index.html").read_text()
+    return json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S).group(1))
+
+
 def _compare(runs, tmp_path, *extra):
     out = tmp_path / "page"
     result = CliRunner().invoke(main, ["compare", *map(str, runs), "--out", str(tmp_path / "cmp"),
@@ -58,20 +78,30 @@ def _compare(runs, tmp_path, *extra):
     return out
 
 
-def test_page_shows_every_missing_metric_as_a_footnoted_gap(runs_without_metrics, tmp_path):
-    out = _compare(runs_without_metrics, tmp_path)
+def test_page_leaves_out_the_columns_no_run_has_and_footnotes_the_other_gaps(runs_without_metrics, tmp_path):
+    """BF16 has a SingleStream latency, MXFP8 has nothing: latency and speedup stay as columns (MXFP8's cells n/a
+    with a note), and every column no run has a value in is named, with why, below the table."""
+    timed = make_run(tmp_path / "timed", "bf16", {p: constant_video([100] * 5, 31, 45) for p in PROMPTS},
+                     results={"SingleStream": {"performance": {"latency_p90_ns": 2e9, "valid": True}}})
+    out = _compare([timed, runs_without_metrics[1]], tmp_path)
+    text = (out / "index.html").read_text()
     page = _Page()
-    page.feed((out / "index.html").read_text())
+    page.feed(text)
     header, *body = page.rows
-    assert header[0] == "Schedule" and "LPIPS ↓" in header and "VBench overall ↑" in header
-    notes = dict(re.findall(r"<li id='note-(\d+)' value='\d+'>([^<]+)</li>", (out / "index.html").read_text()))
+    assert header == ["Schedule", "SingleStream p90 latency (s) ↓", "Speedup vs BF16 ↑"]
+    notes = dict(re.findall(r"<li id='note-(\d+)' value='\d+'>([^<]+)</li>", text))
     mxfp8 = dict(zip(header, next(r for r in body if r[0] == "MXFP8")))
-    for column in ("PSNR (dB) ↑", "LPIPS ↓", "VBench overall ↑", "SingleStream p90 latency (s) ↓"):
+    for column in header[1:]:
         mark = re.fullmatch(r"n/a\[(\d+)\]", mxfp8[column])
-        assert mark, f"{column}: {mxfp8[column]!r}"
-        assert notes[mark.group(1)]
-    assert "not evaluated against BF16" in notes[re.fullmatch(r"n/a\[(\d+)\]", mxfp8["LPIPS ↓"]).group(1)]
+        assert mark and notes[mark.group(1)], f"{column}: {mxfp8[column]!r}"
+    assert "no SingleStream performance result" in notes[re.fullmatch(r"n/a\[(\d+)\]", mxfp8[header[1]]).group(1)]
     assert all(cell.strip() for row in body for cell in row)
+    left_out = re.search(r"<div id='left-out'>(.*?)</div>", text).group(1)
+    items = dict(item.split(": ", 1) for item in re.findall(r"<li>([^<]+)</li>", left_out))
+    vbench = next(k for k in items if k.startswith("Subject consistency"))
+    assert vbench.endswith("VBench overall") and len(vbench.split(", ")) == 7 and "VBench not run" in items[vbench]
+    assert "not evaluated against BF16" in items["PSNR (dB), SSIM, LPIPS"]
+    assert any(k.startswith("Energy per video") for k in items) and any(k.startswith("Offline") for k in items)
     assert "LPIPS: not computed for any run" in (out / "prompt_spread.svg").read_text()
 
 
@@ -90,7 +120,10 @@ def test_page_of_two_configurations_puts_them_side_by_side_as_compare_md_does(tm
     lines = (tmp_path / "cmp" / "compare.md").read_text().splitlines()
     start = lines.index(next(line for line in lines if line.startswith("Each configuration"))) + 2
     markdown = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[start:] if line.startswith("| ")]
-    assert [[c.strip() for c in row] for row in page.rows] == markdown
+    page_notes = dict(re.findall(r"<li id='note-(\d+)' value='\d+'>([^<]+)</li>", (out / "index.html").read_text()))
+    md_notes = dict(re.findall(r"^\[(\d+)\] (.+)$", "\n".join(lines), re.M))
+    assert [[_resolve(c.strip(), page_notes) for c in row] for row in page.rows] == [
+        [_resolve(c, md_notes) for c in row] for row in markdown]
     assert markdown[0] == ["Schedule", "BF16 GEMMs: latency (s)", "BF16 GEMMs: energy (J)", "FP8 GEMMs: latency (s)",
                            "FP8 GEMMs: energy (J)"]
     assert markdown[1][0] == "BF16" and markdown[1][3:] == ["no run", "no run"]
@@ -99,21 +132,40 @@ def test_page_of_two_configurations_puts_them_side_by_side_as_compare_md_does(tm
 
 def test_page_videos_are_even_sided_yuv420p_h264_copies_and_their_differences(runs_without_metrics, tmp_path):
     out = _compare(runs_without_metrics, tmp_path)
-    videos = sorted((out / "videos").glob("*.mp4"))
-    assert len(videos) == 2 * len(PROMPTS) * 2  # a copy and a difference video per prompt and run
-    for video in videos:
-        reader = imageio_ffmpeg.read_frames(str(video))
-        meta = next(reader)
-        frames = [np.frombuffer(f, np.uint8).reshape(32, 46, 3) for f in reader]
-        assert meta["codec"] == "h264" and meta["pix_fmt"].startswith("yuv420p") and meta["size"] == (46, 32)
-        assert len(frames) == 5
-        level = np.mean(frames)
-        if video.name.endswith("-c00-diff.mp4"):  # BF16 against itself
-            assert level < 2
-        elif video.name.endswith("-c01-diff.mp4"):  # |130 - 100| amplified
-            assert level > 100
-        elif video.name.endswith("-c00.mp4"):
-            assert abs(level - 100) < 3
+    levels = {}
+    for prompt in _data(out)["prompts"]:
+        for column, cell in zip(("BF16", "MXFP8"), prompt["cells"]):
+            for kind in ("video", "diff"):
+                reader = imageio_ffmpeg.read_frames(str(out / cell[kind]))
+                meta = next(reader)
+                frames = [np.frombuffer(f, np.uint8).reshape(32, 46, 3) for f in reader]
+                assert meta["codec"] == "h264" and meta["pix_fmt"].startswith("yuv420p") and meta["size"] == (46, 32)
+                assert len(frames) == 5
+                levels[(column, kind)] = np.mean(frames)
+    assert abs(levels[("BF16", "video")] - 100) < 3 and abs(levels[("MXFP8", "video")] - 130) < 3
+    assert levels[("BF16", "diff")] < 2 and levels[("MXFP8", "diff")] > 100  # |130 - 100| amplified
+    # both prompts' videos are the same grey in each run: one file per run and kind serves them
+    assert len(list((out / "videos").glob("*.mp4"))) == 4
+
+
+def test_a_second_compare_reuses_the_page_videos_and_remakes_only_what_changed(runs_without_metrics, tmp_path):
+    out = _compare(runs_without_metrics, tmp_path)
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "videos").glob("*.mp4")}
+    _compare(runs_without_metrics, tmp_path)
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "videos").glob("*.mp4")} == before
+
+    bf16, mxfp8 = runs_without_metrics
+    make_run(mxfp8, "mxfp8", {PROMPTS[0]: constant_video([160] * 5, 31, 45)})
+    _compare(runs_without_metrics, tmp_path)
+    cells = {p["text"]: p["cells"] for p in _data(out)["prompts"]}
+    changed, kept = cells[PROMPTS[0]][1], cells[PROMPTS[1]][1]
+    assert changed["diff"] != kept["diff"] and changed["video"] != kept["video"]
+    reader = imageio_ffmpeg.read_frames(str(out / changed["diff"]))
+    next(reader)
+    assert np.mean([np.frombuffer(f, np.uint8) for f in reader]) > 200  # |160 - 100| x 8, clipped
+    now = {p.name for p in (out / "videos").glob("*.mp4")}
+    assert now == {Path(c[k]).name for cs in cells.values() for c in cs for k in ("video", "diff")}
+    assert all(before[name] == (out / "videos" / name).stat().st_mtime_ns for name in now & set(before))
 
 
 def test_page_refers_only_to_files_beside_it(runs_without_metrics, tmp_path):
@@ -130,7 +182,8 @@ def test_link_refers_to_the_runs_own_videos(runs_without_metrics, tmp_path):
     out = _compare(runs_without_metrics, tmp_path, "--link")
     text = (out / "index.html").read_text()
     assert '"video": "../bf16/videos/a red fox running through fresh snow-0.mp4"' in text
-    assert not list((out / "videos").glob("p*-c??.mp4")) and list((out / "videos").glob("*-diff.mp4"))
+    files = list((out / "videos").glob("*.mp4"))
+    assert files and all(f.name.endswith("-diff.mp4") for f in files)
 
 
 def test_link_without_html_is_refused_before_any_write(runs_without_metrics, tmp_path):
@@ -138,3 +191,36 @@ def test_link_without_html_is_refused_before_any_write(runs_without_metrics, tmp
                                        "--link"])
     assert result.exit_code == 2 and "fsbench: error: --link only applies to the page" in result.stderr
     assert not (tmp_path / "cmp").exists()
+
+
+def _compare_in_a_terminal(runs, tmp_path, *options: str) -> tuple[str, str]:
+    """`fsbench [OPTIONS] compare --html` with stderr on a pseudo-terminal: (what the terminal got, the stdout)."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a new pty is 0 columns wide
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "fsbench", *options, "compare", *map(str, runs), "--out",
+                           str(tmp_path / "cmp"), "--html", str(tmp_path / "page")], stdout=subprocess.PIPE,
+                          stderr=follower, env=env, timeout=300)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal is closed and drained
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert done.returncode == 0, shown.decode(errors="replace")
+    return shown.decode(errors="replace"), done.stdout.decode()
+
+
+def test_the_page_shows_its_progress_on_a_terminal_only_and_not_under_quiet(runs_without_metrics, tmp_path):
+    terminal, _ = _compare_in_a_terminal(runs_without_metrics, tmp_path)
+    assert "page videos" in terminal and f"0/{2 * len(PROMPTS)}" in terminal
+    quiet, stdout = _compare_in_a_terminal(runs_without_metrics, tmp_path, "-q")
+    assert "page videos" not in quiet and "index.html" in stdout
+    piped = CliRunner().invoke(main, ["compare", *map(str, runs_without_metrics), "--out", str(tmp_path / "cmp"),
+                                      "--html", str(tmp_path / "page")])
+    assert piped.exit_code == 0 and "page videos" not in piped.output

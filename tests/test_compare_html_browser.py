@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fsbench.paths import REPO
@@ -207,3 +208,85 @@ def test_page_shows_tables_plots_provenance_and_keeps_a_screenshot(browser, page
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOT))
     print(f"screenshot: {SCREENSHOT}")
+
+
+PROMPT_COUNT, WORDS = 248, ("fox", "boat", "cat", "kite")
+ERRORS = "window.pageErrors = []; window.addEventListener('error', e => window.pageErrors.push(e.message));"
+
+
+@pytest.fixture(scope="module")
+def big_page(tmp_path_factory) -> Path:
+    """248 prompts through 3 schedules, as the MLPerf prompt set gives: 16 frames of 16x16 whose grey level climbs
+    frame by frame, one file per schedule copied under every prompt's name (the page then shares one encode)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from eval_runs import make_run
+
+    root = tmp_path_factory.mktemp("big")
+    prompts = [f"prompt {i:03d}: a {WORDS[i % len(WORDS)]}" for i in range(PROMPT_COUNT)]
+    runs = []
+    for offset, schedule in enumerate(SCHEDULES):
+        frames = np.stack([np.full((16, 16, 3), 20 + 12 * i + 20 * offset, np.uint8) for i in range(16)])
+        run = make_run(root / schedule, schedule, {prompts[0]: frames})
+        for prompt in prompts[1:]:
+            shutil.copyfile(run / "videos" / f"{prompts[0]}-0.mp4", run / "videos" / f"{prompt}-0.mp4")
+        runs.append(run)
+    _fsbench("-q", "compare", *map(str, runs), "--out", str(root / "compare"), "--html", str(root / "html"))
+    return root / "html" / "index.html"
+
+
+def _views(browser) -> dict:
+    """What the page shows now: rows shown, the view of each shown cell, the buttons' state and script errors."""
+    return browser.execute_script(
+        "const shown = [...document.querySelectorAll('#grid tbody tr:not([hidden])')];"
+        "return {rows: shown.length, views: [...new Set(shown.flatMap(r => [...r.querySelectorAll('.cell')]"
+        ".map(b => b.dataset.view + ':' + (b.querySelector(b.dataset.view === 'diff' ? 'video.diff' : 'video.video')"
+        " ? 'playing' : 'none'))))], diffOn: document.getElementById('view-diff').classList.contains('on'),"
+        "videoOn: document.getElementById('view-video').classList.contains('on'), errors: window.pageErrors};")
+
+
+def _toggle(browser, view: str, rows: int) -> None:
+    """Press a view button; every shown cell, the buttons and the clock must follow, with no script error."""
+    browser.find_element("id", f"view-{view}").click()
+    shown = _views(browser)
+    assert shown == {"rows": rows, "views": [f"{view}:playing"], "diffOn": view == "diff",
+                     "videoOn": view == "video", "errors": []}, shown
+    _seek(browser, 0.5)  # every shown video, loaded or not (Chromium loads only some of 1488 at once)
+    times, duration, _ = _times(browser)
+    assert len(times) == 3 * rows and all(abs(t - duration / 2) <= 1 / FPS for t in times), times
+
+
+def test_the_view_buttons_hold_at_248_prompts_after_show_all_and_after_a_filter(browser, big_page):
+    browser.get(big_page.as_uri())
+    browser.execute_script(ERRORS)
+    browser.find_element("id", "play").click()  # paused: the re-seek is then exact
+    assert browser.find_element("id", "count").text == f"24 of {PROMPT_COUNT} prompts shown"
+    _toggle(browser, "diff", 24)
+    browser.find_element("id", "more").click()
+    assert _views(browser)["views"] == ["diff:playing"]  # the rows shown now take the view chosen before
+    _toggle(browser, "video", PROMPT_COUNT)
+    _toggle(browser, "diff", PROMPT_COUNT)
+
+    browser.find_element("id", "search").send_keys("fox")
+    _toggle(browser, "video", PROMPT_COUNT // len(WORDS))
+    _toggle(browser, "diff", PROMPT_COUNT // len(WORDS))
+    browser.find_element("id", "search").clear()
+    browser.execute_script("document.getElementById('search').dispatchEvent(new Event('input'))")
+    assert _views(browser) == {"rows": PROMPT_COUNT, "views": ["diff:playing"], "diffOn": True, "videoOn": False,
+                               "errors": []}
+
+
+def test_every_row_shows_the_same_frame_across_the_loop_point(browser, big_page):
+    browser.get(big_page.as_uri())
+    browser.find_element("id", "search").send_keys("00: a fox")  # prompts 0, 100 and 200
+    _wait_playable(browser, 60)
+    _, duration, _ = _times(browser)
+    _seek(browser, 1 - 3 / (FPS * duration))  # three frames before the end, still playing
+    wrapped = []
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and len(wrapped) < 8:
+        times, duration, paused = _times(browser)
+        if times[0] < duration / 2:  # past the loop point
+            wrapped.append(times)
+            assert _spread(times, duration) <= 1 / FPS, times
+        time.sleep(0.03)
+    assert wrapped, "the clock never wrapped"

@@ -47,6 +47,7 @@ def test_single_stream_and_offline_performance_runs_are_valid(finished_run):
     assert single.exit_code == 0, single.output
     assert "SingleStream PerformanceOnly: VALID" in single.output and "p90 latency" in single.output
     assert "Offline PerformanceOnly: VALID" in offline.output
+    assert "samples/s" in offline.output and "latency" not in offline.output  # Offline's figure is throughput
     results = load_manifest(run)["results"]
     assert results["SingleStream"]["performance"]["validity"] == "VALID"
     assert results["SingleStream"]["performance"]["query_count"] == 64

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from fsbench.errors import FsbenchError
-from fsbench.eval import fidelity, report
+from fsbench.eval import comparison, fidelity
 from fsbench.eval.runs import Run
 from fsbench.harness.cli import main
 from fsbench.harness.run import made_with
@@ -97,7 +97,7 @@ def _read_everything(run_path: Path, reference: Path, out: Path, score: bool) ->
     if not score:
         return
     fidelity.evaluate(run, Run.open(reference), metrics=("psnr",), workers=1)
-    report.compare([reference, run_path], out)
+    comparison.compare([reference, run_path], out)
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fsbench.files import KIND, OWNED, staging_of
 from fsbench.harness.cli import main
 from fsbench.harness.mlperf import accuracy_log
 from fsbench.harness.mlperf.rules import (
@@ -106,7 +107,8 @@ def copy_of(open_tree, tmp_path):
 
 def test_open_tree_has_exactly_the_documented_layout(open_tree):
     root, sub, output = open_tree
-    assert sorted(os.listdir(root)) == ["open"] and sorted(os.listdir(root / "open")) == ["FsbenchOrg"]
+    assert sorted(os.listdir(root)) == [OWNED, "open"] and sorted(os.listdir(root / "open")) == ["FsbenchOrg"]
+    assert (root / OWNED / KIND).read_text() == "submission\n" and not list(staging_of(root).iterdir())
     assert tree_files(sub) == expected_layout()
     assert f"submission: {sub}" in output
 

@@ -10,6 +10,7 @@ as |frame - reference frame| x DIFF_GAIN, because a canvas cannot be read back f
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
 import json
 import math
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from tqdm import tqdm
 
 from fsbench import files
 from fsbench.eval import report, store
@@ -32,8 +34,9 @@ PROMPT_METRICS = (("lpips", "LPIPS", False), ("psnr", "PSNR (dB)", True), ("ssim
 VIDEO_DIR = "videos"
 
 
-def write_page(run_paths: list[Path], out: Path, link: bool = False) -> Path:
-    """Write OUT/index.html, its plots and its videos (copies, or links to the runs' own with `link`)."""
+def write_page(run_paths: list[Path], out: Path, link: bool = False, progress: bool = True) -> Path:
+    """Write OUT/index.html, its plots and its videos (copies, or links to the runs' own with `link`); `progress`
+    shows a bar over the videos, on a terminal only."""
     runs = [Run.open(p) for p in run_paths]
     rows = report.build_rows(runs)
     claim(out, "page")
@@ -41,7 +44,7 @@ def write_page(run_paths: list[Path], out: Path, link: bool = False) -> Path:
                                                                         None)
     prompts = list(dict.fromkeys(p for run in runs for p in run.prompts()))
     per_prompt = {row.label: _prompt_metrics(row) for row in rows}
-    grid = _videos(rows, prompts, reference, out, link)
+    grid = _videos(rows, prompts, reference, out, link, progress)
     data = {
         "fps": _fps(runs),
         "gain": DIFF_GAIN,
@@ -81,13 +84,17 @@ def _fps(runs: list[Run]) -> int:
 
 
 def table_html(rows: list[report.Row]) -> str:
-    """report's table as HTML: a missing value reads n/a with its numbered note, never an empty cell."""
-    numbers, marks = report._footnotes(rows)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["Schedule"] + [h for _, h, _ in report.COLUMNS])
+    """report's table as HTML: a missing value reads n/a with its numbered note, never an empty cell. A column no
+    run has a value in is left out and named in a note instead, so the measured columns stay on screen."""
+    side_by_side = {"latency_s", "speedup", "joules"} if any(row.configuration for row in rows) else set()
+    columns = [c for c in report.COLUMNS
+               if c[0] in side_by_side or any(_measured(row.values.get(c[0])) for row in rows)]
+    numbers, marks = report._footnotes(rows, columns)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["Schedule"] + [h for _, h, _ in columns])
     body = []
     for i, row in enumerate(rows):
         cells = [f"<th scope='row'>{html.escape(row.label)}</th>"]
-        for key, _, fmt in report.COLUMNS:
+        for key, _, fmt in columns:
             text = report._cell(row.values.get(key), fmt)
             mark = marks.get((i, key))
             note = f"<sup><a href='#note-{mark}'>[{mark}]</a></sup>" if mark else ""
@@ -97,7 +104,23 @@ def table_html(rows: list[report.Row]) -> str:
     notes = "".join(f"<li id='note-{n}' value='{n}'>{html.escape(note)}</li>" for note, n in numbers.items())
     return (f"<p class='caption'>{html.escape(report.caption(rows))}</p><div class='scroll'><table id='results'>"
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-            f"<ol class='notes'>{notes}</ol>{_configuration_html(rows, marks)}")
+            f"<ol class='notes'>{notes}</ol>{_left_out_html(rows, columns)}{_configuration_html(rows, marks)}")
+
+
+def _measured(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _left_out_html(rows: list[report.Row], shown: list) -> str:
+    """The columns no run has a value in, grouped by why (the rows' notes for them)."""
+    groups: dict[str, list[str]] = {}
+    for key, header, _ in (c for c in report.COLUMNS if c not in shown):
+        why = "; ".join(dict.fromkeys(row.notes[key] for row in rows if row.notes.get(key))) or "no value recorded"
+        groups.setdefault(why, []).append(header.rstrip(" ↑↓"))
+    items = "".join(f"<li>{html.escape(', '.join(headers))}: {html.escape(why)}</li>"
+                    for why, headers in groups.items())
+    return (f"<div id='left-out'><p class='caption'>Not in the table, no run has a value:</p><ul>{items}</ul></div>"
+            if items else "")
 
 
 def _configuration_html(rows: list[report.Row], marks: dict[tuple[int, str], int]) -> str:
@@ -153,49 +176,91 @@ def _prompt_metrics(row: report.Row) -> dict[str, dict]:
 
 
 def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | None, out: Path,
-            link: bool) -> dict[str, list[dict]]:
-    """For each prompt, one cell per row: the page's video URL and its difference video's URL (or why none)."""
+            link: bool, progress: bool) -> dict[str, list[dict]]:
+    """For each prompt, one cell per row: the page's video URL and its difference video's URL (or why none).
+
+    Page files are named by what they are made of (the source video's bytes, the reference's, the frame rate), so
+    a second compare into the same folder re-encodes nothing it already has, cells with identical videos share one
+    file, and files no cell uses any longer are removed."""
     folder = out / VIDEO_DIR
     folder.mkdir(exist_ok=True)
+    fps = _fps([r.run for r in rows])
+    digests: dict[Path, str] = {}
+    used: set[str] = set()
     grid = {}
-    for p_index, prompt in enumerate(prompts):
-        ref_video = reference.run.video(prompt) if reference else None
-        ref_frames = _decoded(ref_video) if ref_video and ref_video.is_file() else None
-        cells = []
-        for c_index, row in enumerate(rows):
-            source = row.run.video(prompt)
-            frames = _decoded(source) if source.is_file() else None
-            if frames is None:
-                why = "the video does not decode: regenerate it" if source.is_file() else "no video in this run"
-                cells.append({"video": None, "diff": None, "missing": why})
-                continue
-            stem = f"p{p_index:03d}-c{c_index:02d}"
-            if link:
-                video = report.relative_to(source, out)
-            else:
-                video = f"{VIDEO_DIR}/{stem}.mp4"
-                write_video(out / video, _even(frames), fps=_fps([row.run]))
-            cell: dict[str, str | None] = {"video": video, "diff": None}
-            if ref_frames is None:
-                cell["no_diff"] = "no reference video for this prompt"
-            elif ref_frames.shape[1:] != frames.shape[1:]:
-                cell["no_diff"] = f"frame size differs from the reference ({frames.shape[2]}x{frames.shape[1]})"
-            else:
-                n = min(len(frames), len(ref_frames))
-                diff = np.abs(frames[:n].astype(np.int16) - ref_frames[:n].astype(np.int16)) * DIFF_GAIN
-                cell["diff"] = diff_video = f"{VIDEO_DIR}/{stem}-diff.mp4"
-                write_video(out / diff_video, _even(np.clip(diff, 0, 255).astype(np.uint8)), fps=_fps([row.run]))
-            cells.append(cell)
-        grid[prompt] = cells
+    with tqdm(total=len(prompts) * len(rows), desc="page videos", unit="video", disable=None if progress else True,
+              leave=False) as bar:
+        for prompt in prompts:
+            ref_video = reference.run.video(prompt) if reference else None
+            ref = _Video(ref_video, fps, digests) if ref_video and ref_video.is_file() else None
+            cells = []
+            for row in rows:
+                bar.update()
+                source = row.run.video(prompt)
+                video = _Video(source, fps, digests) if source.is_file() else None
+                copy = f"{VIDEO_DIR}/{video.key}.mp4" if video else ""
+                if video is None or not video.decodes(out / copy):
+                    why = "the video does not decode: regenerate it" if source.is_file() else "no video in this run"
+                    cells.append({"video": None, "diff": None, "missing": why})
+                    continue
+                cell: dict[str, str | None]
+                if link:
+                    cell = {"video": report.relative_to(source, out), "diff": None}
+                else:
+                    cell = {"video": copy, "diff": None}
+                    if not (out / copy).is_file():
+                        write_video(out / copy, _even(video.decoded()), fps=fps)
+                name = f"{VIDEO_DIR}/{video.key}-{ref.key}-x{DIFF_GAIN}-diff.mp4" if ref else ""
+                if ref is None or not ref.decodes(out / f"{VIDEO_DIR}/{ref.key}.mp4"):
+                    cell["no_diff"] = "no reference video for this prompt"
+                elif not (out / name).is_file() and ref.decoded().shape[1:] != video.decoded().shape[1:]:
+                    height, width = video.decoded().shape[1:3]
+                    cell["no_diff"] = f"frame size differs from the reference ({width}x{height})"
+                else:
+                    cell["diff"] = name
+                    if not (out / name).is_file():
+                        frames, ref_frames = video.decoded(), ref.decoded()
+                        n = min(len(frames), len(ref_frames))
+                        diff = np.abs(frames[:n].astype(np.int16) - ref_frames[:n].astype(np.int16))
+                        write_video(out / name, _even(np.clip(diff * DIFF_GAIN, 0, 255).astype(np.uint8)), fps=fps)
+                used.update(Path(c).name for c in (cell["video"], cell["diff"]) if c and c.startswith(VIDEO_DIR))
+                cells.append(cell)
+            grid[prompt] = cells
+    for stale in folder.glob("*.mp4"):
+        if stale.name not in used:
+            stale.unlink()
     return grid
 
 
-def _decoded(video: Path) -> np.ndarray | None:
-    """Every frame of `video`; None where it does not decode (a cell of the page then says so)."""
-    try:
-        return read_frames(video)[0]
-    except VideoError:
-        return None
+class _Video:
+    """A run's video as the page uses it: a key from its bytes and the page's frame rate, frames read once."""
+
+    def __init__(self, path: Path, fps: int, digests: dict[Path, str]):
+        self.path = path
+        if path not in digests:
+            digest = hashlib.sha256(f"fps={fps};".encode())
+            with path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            digests[path] = digest.hexdigest()[:20]
+        self.key = digests[path]
+        self._frames: np.ndarray | None = None
+        self._undecodable = False
+
+    def decodes(self, copy: Path) -> bool:
+        """Whether the video decodes; a page copy made from these bytes before says so without decoding again."""
+        if self._frames is None and not self._undecodable and not copy.is_file():
+            try:
+                self._frames = read_frames(self.path)[0]
+            except VideoError:
+                self._undecodable = True
+        return not self._undecodable
+
+    def decoded(self) -> np.ndarray:
+        """Every frame (read once); call after `decodes` said yes."""
+        if self._frames is None:
+            self._frames = read_frames(self.path)[0]
+        return self._frames
 
 
 def _even(frames: np.ndarray) -> np.ndarray:

@@ -229,12 +229,12 @@ def _cell(value, fmt: str) -> str:
     return fmt.format(value)
 
 
-def _footnotes(rows: list[Row]) -> tuple[dict[str, int], dict[tuple[int, str], int]]:
-    """Number each distinct note once; map every (row, column) with a note to its number."""
+def _footnotes(rows: list[Row], columns: list = COLUMNS) -> tuple[dict[str, int], dict[tuple[int, str], int]]:
+    """Number each distinct note of `columns` once; map every (row, column) with a note to its number."""
     numbers: dict[str, int] = {}
     marks: dict[tuple[int, str], int] = {}
     for i, row in enumerate(rows):
-        for key, _, _ in COLUMNS:
+        for key, _, _ in columns:
             note = row.notes.get(key)
             if note:
                 numbers.setdefault(note, len(numbers) + 1)

@@ -17,10 +17,23 @@ if TYPE_CHECKING:
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
               impl: str = "auto", layout: str = "BSHD", **options: Any) -> torch.Tensor:
-    """Non-causal attention of `q, k, v` (layout BSHD or BHSD) in precision `fmt`; see `kernels.api`."""
+    """Non-causal attention of `q, k, v` (layout BSHD or BHSD) in precision `fmt`; see `kernels.api`. Warns once
+    when `impl="auto"` finds no GPU kernel for the call and runs the emulator."""
     from fsbench.kernels.api import attention as _attention
+    from fsbench.kernels.dropin import warn_if_emulated
 
+    warn_if_emulated(fmt, impl, q.device, q.shape[-1])
     return _attention(q, k, v, fmt, impl=impl, layout=layout, **options)
+
+
+def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
+         dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False, *,
+         fmt: str = "mxfp8", impl: str = "auto") -> torch.Tensor:
+    """`attention` with the signature of `torch.nn.functional.scaled_dot_product_attention` (BHSD); see
+    `kernels.dropin`."""
+    from fsbench.kernels.dropin import sdpa as _sdpa
+
+    return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, fmt=fmt, impl=impl)
 
 
 def attention_with_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
@@ -56,4 +69,4 @@ def auto_fallback(fmt: str, device: torch.device, head_dim: int) -> str | None:
     return _auto_fallback(fmt, device, head_dim)
 
 
-__all__ = ["attention", "attention_prologue", "attention_with_stats", "auto_fallback", "resolve_impl"]
+__all__ = ["attention", "attention_prologue", "attention_with_stats", "auto_fallback", "resolve_impl", "sdpa"]

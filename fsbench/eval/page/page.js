@@ -1,12 +1,17 @@
-// The video grid of `fsbench compare --html`: rows built from the embedded JSON, kept in step with one clock,
-// sorted, filtered and searched in place. No network: everything the page needs sits beside it.
+// The video grid of `fsbench compare --html`: rows built from the embedded JSON, every shown video kept in step
+// with one clock of the page's own (no video leads, so none shows another frame when the loop wraps), sorted,
+// filtered and searched in place. No network: everything the page needs sits beside it.
 (() => {
   "use strict";
   const data = JSON.parse(document.getElementById("data").textContent);
   const $ = (id) => document.getElementById(id);
   const frame = 1 / data.fps;
   const LIMIT = 24;  // rows shown before "Show all prompts": each row holds a video per schedule
-  const state = { playing: true, showAll: false, lastFix: new WeakMap() };
+  // a playing video further off than a frame is seeked (the clock waits for it); nearer, it is sped up or slowed
+  const SEEK_BEYOND = frame;
+  // view: what the "Video" / "Difference" buttons chose, for every row, shown now or later
+  const state = { playing: true, showAll: false, view: "video", lastFix: new WeakMap() };
+  const clock = { at: 0, since: performance.now() };  // seconds at `since`; runs on from there while playing
   const number = (v) => (v === "inf" ? Infinity : v === "-inf" ? -Infinity : typeof v === "number" ? v : null);
   const fmt = (v, digits) => (v === null ? "–" : Number.isFinite(v) ? v.toFixed(digits) : "inf");
 
@@ -49,7 +54,7 @@
       const cellTd = document.createElement("td");
       const box = document.createElement("div");
       box.className = "cell";
-      box.dataset.view = "video";
+      box.dataset.view = state.view;
       box.dataset.column = data.columns[i].label;
       cellTd.appendChild(box);
       tr.appendChild(cellTd);
@@ -68,6 +73,7 @@
     }
     const video = document.createElement("video");
     Object.assign(video, { src, muted: true, loop: $("loop").checked, playsInline: true, preload: "auto" });
+    video.addEventListener("loadeddata", () => { video.currentTime = clockTime(); syncPlayState(); });
     video.className = kind;
     return video;
   }
@@ -86,8 +92,9 @@
     }
   }
 
-  function label(box) {
-    box.querySelector(".tag").textContent = box.dataset.view === "diff" ? "difference" : "";
+  function label(box) {  // a row not shown yet has no videos and no tag: it takes the view when it is filled
+    const tag = box.querySelector(".tag");
+    if (tag) tag.textContent = box.dataset.view === "diff" ? "difference" : "";
   }
 
   function activeVideos() {
@@ -99,23 +106,34 @@
   function allVideos() { return [...document.querySelectorAll("#grid video")]; }
 
   function clockTime() {
-    const master = activeVideos()[0];
-    return master ? master.currentTime : 0;
+    return state.playing ? clock.at + (performance.now() - clock.since) / 1000 : clock.at;
+  }
+
+  function setClock(t) {
+    clock.at = t;
+    clock.since = performance.now();
+  }
+
+  function duration() {  // the longest shown video's: the clock wraps (or stops) there
+    const known = activeVideos().map((v) => v.duration).filter((d) => Number.isFinite(d) && d > 0);
+    return known.length ? Math.max(...known) : 0;
   }
 
   function seekAll(t) {
-    for (const v of allVideos()) v.currentTime = t;
+    setClock(t);
+    for (const v of allVideos()) v.currentTime = Math.min(t, v.duration || t);
   }
 
   function setView(view, boxes) {
     const t = clockTime();
+    if (!boxes) {
+      state.view = view;
+      $("view-video").classList.toggle("on", view === "video");
+      $("view-diff").classList.toggle("on", view === "diff");
+    }
     for (const box of boxes || document.querySelectorAll("#grid .cell")) {
       box.dataset.view = view;
       label(box);
-    }
-    if (!boxes) {
-      $("view-video").classList.toggle("on", view === "video");
-      $("view-diff").classList.toggle("on", view === "diff");
     }
     seekAll(t);
     syncPlayState();
@@ -130,28 +148,43 @@
     $("play").textContent = state.playing ? "Pause" : "Play";
   }
 
-  function tick() {  // one clock: every shown video follows the first, corrected when it drifts half a frame
+  function tick() {  // one clock: every shown video follows it, corrected when it drifts half a frame
     const videos = activeVideos();
-    const master = videos[0];
-    if (master) {
-      const t = master.currentTime;
-      const now = performance.now();
-      for (const v of videos.slice(1)) {
-        if (v.seeking || v.readyState < 2) continue;
-        const drift = Math.abs(v.currentTime - t);
-        if (drift > frame / 2 && now - (state.lastFix.get(v) || 0) > 100) {
-          v.currentTime = t;
-          state.lastFix.set(v, now);
-        }
-      }
-      if (state.playing && master.ended && !master.loop) {
+    const end = duration();
+    // the clock waits while a shown video loads or seeks (the others pause), so no video is chased by a clock
+    // that ran on while it caught up
+    const waiting = state.playing && videos.some((v) => v.seeking || v.readyState < 2);
+    if (waiting) setClock(clock.at);
+    let t = clockTime();
+    if (end > 0 && t >= end) {
+      if ($("loop").checked) {
+        t %= end;
+        setClock(t);
+      } else {
+        setClock(end);
         state.playing = false;
         syncPlayState();
+        t = end;
       }
-      if (state.playing) for (const v of videos) if (v.paused && !v.ended) v.play().catch(() => {});
-      if (Number.isFinite(master.duration) && master.duration > 0) $("seek").value = t / master.duration;
-      $("time").textContent = `${t.toFixed(2)} s`;
     }
+    const now = performance.now();
+    for (const v of videos) {
+      if (v.seeking || v.readyState < 2) continue;
+      const target = Math.min(t, v.duration);
+      let ahead = v.currentTime - target;
+      if (v.loop && Math.abs(ahead) > v.duration / 2) ahead -= Math.sign(ahead) * v.duration;  // 0 s meets the end
+      const drift = Math.abs(ahead);
+      if (drift > (state.playing ? SEEK_BEYOND : frame / 2) && now - (state.lastFix.get(v) || 0) > 100) {
+        v.currentTime = target;
+        state.lastFix.set(v, now);
+      }
+      // a small drift is played away (a seek would leave the video behind the clock again by the time it lands)
+      v.playbackRate = state.playing && drift > frame / 4 ? Math.min(1.5, Math.max(0.5, 1 - 2 * ahead)) : 1;
+      if (waiting && !v.paused) v.pause();
+      else if (!waiting && state.playing && v.paused && !v.ended) v.play().catch(() => {});
+    }
+    if (end > 0) $("seek").value = t / end;
+    $("time").textContent = `${t.toFixed(2)} s`;
     requestAnimationFrame(tick);
   }
 
@@ -196,11 +229,13 @@
   buildHead();
   buildSort();
   data.prompts.forEach(buildRow);
-  $("play").addEventListener("click", () => { state.playing = !state.playing; syncPlayState(); });
-  $("seek").addEventListener("input", () => {
-    const master = activeVideos()[0];
-    if (master && Number.isFinite(master.duration)) seekAll(Number($("seek").value) * master.duration);
+  $("play").addEventListener("click", () => {
+    const t = clockTime();
+    state.playing = !state.playing;
+    seekAll(state.playing && t >= duration() ? 0 : t);  // paused, every video shows the clock's frame
+    syncPlayState();
   });
+  $("seek").addEventListener("input", () => seekAll(Number($("seek").value) * duration()));
   $("loop").addEventListener("change", () => { for (const v of allVideos()) v.loop = $("loop").checked; });
   $("view-video").addEventListener("click", () => setView("video"));
   $("view-diff").addEventListener("click", () => setView("diff"));

@@ -10,7 +10,15 @@ import click
 
 from fsbench import __version__
 from fsbench.errors import FsbenchError
-from fsbench.harness.cli import doctor, evaluate, kernels as cli_kernels, run as cli_run, submission as cli_submission
+from fsbench.harness.cli import (
+    campaign as cli_campaign,
+    doctor,
+    evaluate,
+    kernels as cli_kernels,
+    run as cli_run,
+    submission as cli_submission,
+    tune as cli_tune,
+)
 from fsbench.harness.run import interrupts, logs
 
 
@@ -81,6 +89,6 @@ def main(verbose: int, quiet: bool) -> None:
     logs.configure(verbose, quiet)
 
 
-for _command in (cli_run.run, cli_run.sweep, cli_run.schedules, evaluate.eval_cmd, evaluate.compare,
-                 cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd):
+for _command in (cli_run.run, cli_run.sweep, cli_campaign.campaign, cli_run.schedules, evaluate.eval_cmd,
+                 evaluate.compare, cli_kernels.kernels, cli_submission.submission, doctor.doctor_cmd, cli_tune.tune):
     main.add_command(_command)

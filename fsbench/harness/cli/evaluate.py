@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from fsbench.errors import FsbenchError
 from fsbench.harness.cli import params
-from fsbench.harness.run import lock as runlock
+from fsbench.harness.run import lock as runlock, logs, progress
+from fsbench.rundir import EVAL_METRICS
 
-ALL_METRICS = ("psnr", "ssim", "lpips", "vbench")
+ALL_METRICS = EVAL_METRICS
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 MAX_LISTED = 10
 
@@ -78,7 +78,7 @@ def _fidelity(run, reference, metrics: list[str], workers: int) -> list[str]:
     """PSNR / SSIM / LPIPS with a progress bar; returns what kept the result from being complete."""
     from fsbench.eval import fidelity
 
-    with tqdm(total=len(run.prompts()), desc="fidelity", unit="prompt") as bar:
+    with progress.bar(len(run.prompts()), "fidelity", "prompt") as bar:
         result = fidelity.evaluate(run, reference, metrics, workers, on_prompt=lambda _: bar.update())
     for problem in result.problems[:MAX_LISTED]:
         _warn(f"not compared: {problem['prompt']!r}: {problem['problem']}")
@@ -101,7 +101,7 @@ def _vbench(run, gpus: int) -> list[str]:
     from fsbench.eval import vbench_adapter
 
     runnable = len(vbench_adapter.DIMENSIONS) - len(vbench_adapter.missing_weights(vbench_adapter.DIMENSIONS))
-    with tqdm(total=runnable, desc="vbench", unit="dimension") as bar:
+    with progress.bar(runnable, "vbench", "dimension") as bar:
         summary = vbench_adapter.evaluate(run, on_dimension=lambda _: bar.update(), gpus=gpus)
     for message in summary["not_computed"].values():
         _warn(message)
@@ -156,4 +156,4 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
     if html_dir is not None:
         from fsbench.eval import compare_page
 
-        click.echo(f"wrote {compare_page.write_page(list(runs), html_dir, link=link)}")
+        click.echo(f"wrote {compare_page.write_page(list(runs), html_dir, link=link, progress=not logs.quiet())}")

@@ -57,8 +57,8 @@ def ablation(shape: tuple[int, int, int, int], seeds: int, first_seed: int, devi
              as_json: bool, out: Path | None) -> None:
     """Paper Table 4: error of each Fused-Softmax component, on the emulator."""
     import torch
-    from tqdm import tqdm
 
+    from fsbench.harness.run import progress
     from fsbench.kernels.tools.ablation import FORMATS, ROWS, format_ablation, run_ablation
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -75,7 +75,7 @@ def ablation(shape: tuple[int, int, int, int], seeds: int, first_seed: int, devi
         if out:
             atomic_write_text(Path(out), json.dumps(partial, indent=2) + "\n")
 
-    with tqdm(total=seeds * len(columns) * len(ROWS), desc="ablation", unit="run", disable=None) as bar:
+    with progress.bar(seeds * len(columns) * len(ROWS), "ablation", "run") as bar:
         result = run_ablation(dims, seeds, device, columns, progress=lambda _: bar.update(), on_seed=save,
                               first_seed=first_seed)
     text = json.dumps(result, indent=2)

@@ -12,6 +12,7 @@ import click
 
 from fsbench.errors import FsbenchError
 from fsbench.folders import refuse_foreign
+from fsbench.harness.run import presets
 
 # Bounds of the LoadGen overrides: beyond them LoadGen allocates per expected query and a typo exhausts memory.
 MAX_COUNT = 1_000_000
@@ -94,6 +95,19 @@ class OutPath(click.Path):
         return path
 
 
+class PresetType(click.ParamType):
+    """A built-in preset name or a preset .toml file (checked to exist here; its fields when it is read)."""
+
+    name = "preset"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            presets.preset_path(str(value))
+        except FsbenchError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
 def comma_list(choices: tuple[str, ...] | None = None):
     """A callback turning 'a,b,c' into a tuple; refuses empty items, repeats and (with `choices`) unknown names."""
 
@@ -133,6 +147,7 @@ def shape(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 
 NAME = NameType()
+PRESET = PresetType()
 POSITIVE_INT = int_range(1)
 NON_NEGATIVE_INT = int_range(0)
 PROCESSES = int_range(1, MAX_PROCESSES)

@@ -14,9 +14,8 @@ from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.precision.schedule import builtin_names, load as load_schedule
+from fsbench.harness.precision.schedule import GRAMMAR, builtin_names, load as load_schedule
 from fsbench.harness.run import estimate, inputs, interrupts, lock, logs, orchestrator
-from fsbench.harness.run.presets import preset_names
 from fsbench.kernels import registry
 
 
@@ -30,12 +29,15 @@ def _options_decorator(options: list[Callable]) -> Callable[[Callable], Callable
     return apply
 
 
+DEFAULT_SWEEP = "bf16,mxfp8,mxfp6,mxfp4,hybrid"
+
 # What to generate and how: shared by `run` and `sweep`.
 _generation = _options_decorator([
     click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
                  help="tiny | a14b-synthetic | a Wan2.2-T2V-A14B-Diffusers folder or cached HF repo id."),
-    click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
-                 help="Generation settings (scenarios/<preset>.toml); tiny gets small videos by default."),
+    click.option("--preset", type=params.PRESET, default="mlperf", show_default=True,
+                 help="Generation settings: a name (scenarios/<preset>.toml) or a .toml file of that form; tiny gets "
+                      "small videos by default."),
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
                  help="One prompt per line [default: tiny's own prompts, else vbench_prompts.txt in $FSBENCH_DATA, "
                       "else in $XDG_CACHE_HOME/fsbench]."),
@@ -100,7 +102,8 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
 @click.option("--scenario", type=click.Choice(loadgen.SCENARIOS), default="SingleStream", show_default=True)
 @click.option("--mode", type=click.Choice(loadgen.MODES), default="performance", show_default=True)
 @click.option("--schedule", default="bf16", show_default=True,
-              help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*'.")
+              help="Built-in name, a .toml file, or a spec such as 'mxfp6:0-2,17-19;mxfp4:*' (`fsbench schedules` "
+                   "shows the grammar).")
 @click.option("--out", type=params.OutPath(kind="run", file_okay=False),
               help="Run directory: a new or empty folder, or a run folder to add to "
                    "[default: results/runs/<model>-<schedule>-<preset>].")
@@ -146,7 +149,7 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     options = _speed(kw)
     options.check_device(device)
     run_dir = out or Path("results/runs") / (f"{spec.model_tag}-{orchestrator.schedule_slug(spec.schedule)}-"
-                                             f"{kw['preset']}{options.slug}")
+                                             f"{spec.settings.preset}{options.slug}")
     system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     job = orchestrator.Job(spec, opts, run_dir, system, kw["impl"], layout, options, profile,
@@ -161,8 +164,11 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
 
 
 @click.command()
-@click.option("--schedules", default="bf16,mxfp8,mxfp6,mxfp4,hybrid", show_default=True,
-              help="Comma-separated schedules (names or .toml files; spec strings contain ',' so use files).")
+@click.option("--schedules", default=None,
+              help="Comma-separated schedule names or .toml files [default: bf16,mxfp8,mxfp6,mxfp4,hybrid].")
+@click.option("--schedule", "schedule_list", multiple=True,
+              help="One schedule (a name, a .toml file or a spec string such as 'mxfp6:0-2,17-19;mxfp4:*'); repeat "
+                   "it for more. Instead of --schedules.")
 @click.option("--out", type=params.OutPath(kind="sweep", file_okay=False),
               help="Sweep directory (new, empty, or an earlier sweep's), one run per schedule in OUT/<schedule>/ "
                    "[default: results/runs/sweep-<model>-<preset>].")
@@ -172,10 +178,13 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="Where the pipelines run: auto = CUDA when present; cpu with --gpus N = N gloo processes.")
 @_generation
-def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
+def sweep(schedules: str | None, schedule_list: tuple[str, ...], out: Path | None, **kw: Any) -> None:
     """AccuracyOnly pass (Offline) over every prompt for each schedule; resumable on any --gpus: finished videos
     are kept."""
-    parsed = [load_schedule(name.strip()) for name in schedules.split(",") if name.strip()]
+    if schedules is not None and schedule_list:
+        raise FsbenchError("pass either --schedules A,B or --schedule A --schedule B, not both")
+    names = list(schedule_list) or (schedules or DEFAULT_SWEEP).split(",")
+    parsed = [load_schedule(name.strip()) for name in names if name.strip()]
     if not parsed:
         raise FsbenchError("--schedules is empty; e.g. --schedules bf16,mxfp8,hybrid")
     specs = [_prepare(schedule, kw) for schedule in parsed]
@@ -187,7 +196,7 @@ def sweep(schedules: str, out: Path | None, **kw: Any) -> None:
     device = torch.device(layout.device)
     options = _speed(kw)
     options.check_device(device)
-    out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{kw['preset']}{options.slug}"
+    out = out or Path("results/runs") / f"sweep-{specs[0].model_tag}-{specs[0].settings.preset}{options.slug}"
     system = kw["system"] or orchestrator.default_system(specs[0].model_tag, device)
     jobs = [orchestrator.Job(spec, opts, out / slug, system, kw["impl"], layout, options, reuse=True)
             for spec, slug in zip(specs, slugs)]
@@ -221,12 +230,15 @@ def _echo_pass(job: orchestrator.Job, summary: dict[str, Any]) -> None:
               help="Layers per expert (A14B: 40, tiny: 2).")
 @click.argument("extra", nargs=-1)
 def schedules(steps: int, layers: int, extra: tuple[str, ...]) -> None:
-    """List the built-in schedules (and any EXTRA names, files or specs) with their per-step formats."""
-    for name in (*builtin_names(), *extra):
-        schedule = load_schedule(name)
-        resolved = schedule.resolve(steps, layers)
+    """List the built-in schedules (and any EXTRA names, files or specs) with their per-step formats, then how to
+    write your own."""
+    # every schedule is read and resolved before one is printed: a bad EXTRA is one line, not a table and a line
+    listed = [(schedule, schedule.resolve(steps, layers))
+              for schedule in (load_schedule(name) for name in (*builtin_names(), *extra))]
+    for schedule, resolved in listed:
         click.echo(f"{schedule.name:<8} {schedule.spec}")
         if schedule.description:
             click.echo(f"         {schedule.description}")
         click.echo(f"         steps 0-{steps - 1}: {' '.join(resolved.by_step())}")
+    click.echo(f"\n{GRAMMAR}")
 

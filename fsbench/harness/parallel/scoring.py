@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from tqdm.auto import tqdm
 
 from fsbench.files import atomic_write_text
 from fsbench.harness.parallel.team import TIMEOUT_ENV, process_count, run_ranks, torchrun_world
+from fsbench.harness.run import progress as bars
 
 PROGRESS_DIR = ".progress"  # under RUN/eval/, while ranks score
 
@@ -88,16 +88,17 @@ class _Progress:
         atomic_write_text(self.folder / f"rank{rank}", "0")
         self.stop = threading.Event()
         self.thread = None
-        if rank == 0:
-            self.thread = threading.Thread(target=self._show, args=(total,), daemon=True)
+        if rank == 0:  # the bar is made here: the thread has no click context to read --quiet from
+            self.thread = threading.Thread(target=self._show, args=(bars.bar(total, f"fidelity ({n} ranks)",
+                                                                             "prompt"),), daemon=True)
             self.thread.start()
 
     def advance(self, _prompt: str) -> None:
         self.done += 1
         atomic_write_text(self.folder / f"rank{self.rank}", str(self.done))
 
-    def _show(self, total: int) -> None:
-        with tqdm(total=total, desc=f"fidelity ({self.n} ranks)", unit="prompt") as bar:
+    def _show(self, bar) -> None:
+        with bar:
             while not self.stop.wait(0.5):
                 bar.update(self._sum() - bar.n)
             bar.update(self._sum() - bar.n)

@@ -1,18 +1,5 @@
-"""Precision schedules: which attention format every (denoising step, transformer layer) uses.
-
-A schedule is a list of rules `FORMAT[@LAYERS]:STEPS`, written as a spec string (rules joined by `;`) or
-as `[[rule]]` tables in a TOML file (keys `format`, `steps`, optional `layers` and a top-level
-`description`). Built-in names are the TOML files in `scenarios/schedules/`.
-
-STEPS and LAYERS are `*` (everything) or comma-separated terms, 0-based and inclusive:
-`N`, `A-B`, `firstN`, `lastN`, `firstP%`, `lastP%` (P percent of the run's steps or the model's layers,
-rounded, at least one). Percent terms let one schedule fit any step count: the built-in `hybrid` is
-`mxfp6:first15%,last15%;mxfp4:*`, i.e. mxfp6 for the first and last 3 of 20 steps (1 of 4) and mxfp4 between.
-
-The more specific rule wins where rules overlap: explicit steps beat `*` steps, then explicit layers beat
-`*` layers. Two rules of equal specificity must not overlap, and every (step, layer) must get a format.
-Examples: `mxfp6:0-2,17-19;mxfp4:*`, `bf16@0-1:*;mxfp8:*` (first two layers bf16, the rest mxfp8).
-"""
+"""Precision schedules: which attention format every (denoising step, transformer layer) uses. How to write
+one is `GRAMMAR` below, which `fsbench schedules` prints."""
 from __future__ import annotations
 
 import re
@@ -29,6 +16,20 @@ from fsbench.kernels import constants
 from fsbench.paths import SCENARIO_DIR
 
 SCHEDULE_DIR = SCENARIO_DIR / "schedules"
+
+GRAMMAR = """\
+A schedule is a list of rules FORMAT[@LAYERS]:STEPS (FORMAT: bf16, mxfp8, mxfp6 or mxfp4), written as a spec
+string (rules joined by ';') or as [[rule]] tables in a TOML file (keys format, steps, optional layers and a
+top-level description). Built-in names are the TOML files in scenarios/schedules/.
+
+STEPS and LAYERS are * (everything) or comma-separated terms, 0-based and inclusive: N, A-B, firstN, lastN,
+firstP%, lastP% (P percent of the run's steps or the model's layers, rounded, at least one). Percent terms let
+one schedule fit any step count: the built-in hybrid is mxfp6:first15%,last15%;mxfp4:*, i.e. mxfp6 for the
+first and last 3 of 20 steps (1 of 4) and mxfp4 between.
+
+The more specific rule wins where rules overlap: explicit steps beat * steps, then explicit layers beat
+* layers. Two rules of equal specificity must not overlap, and every (step, layer) must get a format.
+Examples: 'mxfp6:0-2,17-19;mxfp4:*', 'bf16@0-1:*;mxfp8:*' (first two layers bf16, the rest mxfp8)."""
 
 _TERM = re.compile(r"^(?:(\d{1,6})|(\d{1,6})-(\d{1,6})|(first|last)(\d{1,6})(%?))$")  # 6 digits: no absurd numbers
 

@@ -24,6 +24,7 @@ _LOGGERS = (LOGGER, logging.getLogger("py.warnings"))
 # click context meta (shared by a command and its group): the arguments as the group received them, the early
 # log records, and --quiet
 ARGV, EARLY, QUIET = "fsbench.argv", "fsbench.early_log", "fsbench.quiet"
+QUIET_ENV = "FSBENCH_QUIET"  # --quiet for the processes a command starts (ranks, eval workers)
 
 
 class _Early(logging.handlers.BufferingHandler):
@@ -49,18 +50,26 @@ def configure(verbose: int, quiet: bool) -> None:
         logger.addHandler(early)
     ctx = click.get_current_context()
     ctx.meta.update({EARLY: early, QUIET: quiet})
+    inherited = os.environ.get(QUIET_ENV)
+    if quiet:
+        os.environ[QUIET_ENV] = "1"
 
     def restore() -> None:
         for logger in _LOGGERS:
             logger.removeHandler(console)
             logger.removeHandler(early)
+        if inherited is None:
+            os.environ.pop(QUIET_ENV, None)
+        else:
+            os.environ[QUIET_ENV] = inherited
     ctx.call_on_close(restore)
 
 
 def quiet() -> bool:
-    """Whether the running command was asked for --quiet: progress bars stay hidden."""
+    """Whether the running command (or the one that started this process) was asked for --quiet: progress bars
+    stay hidden."""
     ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.meta.get(QUIET))
+    return bool(ctx is not None and ctx.meta.get(QUIET)) or os.environ.get(QUIET_ENV) == "1"
 
 
 class _RunLog(logging.FileHandler):

@@ -1,8 +1,10 @@
-"""Generation settings: one frozen object built once from a preset TOML (`scenarios/<preset>.toml`), the
-preset's per-model table (`[model.tiny]` shrinks the video for the CPU model) and CLI overrides."""
+"""Generation settings: one frozen object built once from a preset TOML (`scenarios/<preset>.toml`, or a file of
+the same form), the preset's per-model table (`[model.tiny]` shrinks the video for the CPU model) and CLI
+overrides."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 try:
@@ -49,12 +51,30 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
 
 
+def preset_path(preset: str) -> Path:
+    """The TOML of `preset`: a built-in name, else a `.toml` file of the same form."""
+    builtin = SCENARIO_DIR / f"{preset}.toml"
+    if preset in preset_names():
+        return builtin
+    path = Path(preset)
+    if path.suffix == ".toml" and path.is_file():
+        return path
+    raise FsbenchError(f"unknown preset {preset!r}: name one of {', '.join(preset_names())} or a .toml file "
+                       f"shaped like {builtin.parent / 'mlperf.toml'}")
+
+
+def preset_name(preset: str) -> str:
+    """What the manifest and default folder names call `preset`: the name, or a file's stem."""
+    return preset_path(preset).stem
+
+
 def build_settings(preset: str, model: str, **overrides: Any) -> Settings:
     """Preset values, then the preset's `[model.<model>]` table, then the non-None `overrides`."""
-    path = SCENARIO_DIR / f"{preset}.toml"
-    if not path.is_file():
-        raise FsbenchError(f"unknown preset {preset!r}; expected one of {', '.join(preset_names())}")
-    data = tomllib.loads(path.read_text())
+    path = preset_path(preset)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise FsbenchError(f"preset {path} is not valid TOML: {exc}") from exc
     values = {k: v for k, v in data.items() if k not in ("description", "model")}
     values.update(data.get("model", {}).get(model, {}))
     values.update({k: v for k, v in overrides.items() if v is not None})
@@ -62,7 +82,7 @@ def build_settings(preset: str, model: str, **overrides: Any) -> Settings:
     if set(values) != names:
         raise FsbenchError(f"preset {path} is missing {sorted(names - set(values))} "
                            f"or has unknown keys {sorted(set(values) - names)}")
-    settings = Settings(preset=preset, **values)
+    settings = Settings(preset=path.stem, **values)
     _check(settings)
     return settings
 
