@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from fsbench.kernels import registry
+from fsbench.kernels.constants import MX_FORMATS
 
 SHAPES = ((1, 40, 75600, 128), (1, 24, 32768, 128))
 BF16_ROWS = ("sdpa-cudnn-bf16", "sdpa-flash-bf16", "cudnn-bf16", "fa3-bf16")  # what "best BF16" is chosen from
@@ -224,7 +225,7 @@ def bench_shape(shape: tuple[int, int, int, int], selected: list[Row], warmup: i
 
             result["launch"] = str(GLUON)
         fmt = row.name.split("-fused-", 1)[-1]
-        if emulate and fmt in ("mxfp8", "mxfp6", "mxfp4"):
+        if emulate and fmt in MX_FORMATS:
             from fsbench.kernels.reference.emulator import emulate as run_emulator
 
             q, k, v = inputs[0]

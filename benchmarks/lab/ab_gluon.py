@@ -10,7 +10,7 @@ A variant is a copy of fsbench/kernels/hopper/gluon/kernel.py with the change, k
 with --old-tree the Gluon kernel of an extracted older tree (`git archive COMMIT fsbench | tar -x -C DIR`): its
 `attention_kernel` takes the same launch, so a refactor is checked for identical output and speed in one process.
 
-usage: python3 scripts/lab/ab_gluon.py [VARIANT.py ...] [--old-tree DIR] [--shape 1,40,75600,128 ...]
+usage: python3 benchmarks/lab/ab_gluon.py [VARIANT.py ...] [--old-tree DIR] [--shape 1,40,75600,128 ...]
                                   [--json OUT.json] [--clock-seconds 6]
 """
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main(variants: tuple[str, ...], old_tree: str | None, shapes: tuple[str, ...
     if old_tree:
         loaded.append(("old-tree", _old_tree_kernel(old_tree)))
     candidates = [("committed", committed), *loaded, ("committed-again", committed)]
-    header = provenance(torch.cuda.get_device_name(), program="python3 scripts/lab/ab_gluon.py")
+    header = provenance(torch.cuda.get_device_name(), program="python3 benchmarks/lab/ab_gluon.py")
     every = {}
     try:
         for shape in shapes:
