@@ -202,8 +202,12 @@ class VideoGenerator:
                 s = self.spec.settings
                 expected = (s.num_frames, s.height, s.width)
                 files.atomic_write(path, lambda tmp: artifacts.encode(frames, tmp, s.fps, expected))
-                artifacts.record(path, self.made_with, expected,
-                                 self.router.kernels_used if self.router is not None else {})
+                try:
+                    artifacts.record(path, self.made_with, expected,
+                                     self.router.kernels_used if self.router is not None else {})
+                except BaseException:  # a video without its record is one no resume trusts: it goes with the error
+                    path.unlink(missing_ok=True)
+                    raise
         if self.router is not None and self.router.capture is not None:
             self.router.capture.flush()
         self.generated += 1
