@@ -128,6 +128,7 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
     ({"scenarios": ["Offline"]}, "scenarios: unknown field"),
     ({"preset": "nowhere.toml"}, "preset: unknown preset"),
     ({"settings": {"frames": 4}}, "settings: frames must be 4k+1"),
+    ({"settings": {"steps": 10**11}}, "settings: steps must be 1-1000"),
     ({"performance": {"SingleStream": {"count": 0}}}, "performance.SingleStream.count: must be positive"),
     ({"performance": {"Server": {}}}, "performance.Server: unknown field"),
     ({"prompts": {"count": "two"}}, "prompts.count: expected int"),

@@ -59,6 +59,8 @@ def _bad_files(root: Path) -> dict[str, Path]:
         "list.json": b"[1, 2, 3]",
         "no-rows.json": json.dumps({"shape": [1, 1, 8, 8], "formats": ["bf16"], "rows": [{}], "seeds": 1,
                                     "seed_range": [0, 1], "device": "cpu"}).encode(),
+        "days-of-steps.toml": re.sub(r"(?m)^steps = .*$", "steps = 99999999999",  # the tiny table's too
+                                     (REPO / "scenarios" / "mlperf.toml").read_text()).encode(),
     }
     for name, data in files.items():
         (root / name).write_bytes(data)
@@ -97,6 +99,7 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", "--out", out, *SMALL, "--reuse"], "--reuse"),
         (["sweep", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
         (["run", "--out", out, *SMALL, "--schedule", str(tmp / "missing.toml")], "missing.toml"),
+        (["run", "--out", out, "--preset", str(files["days-of-steps.toml"])], "steps must be 1-1000"),
         (["run", "--out", out, *SMALL, "--schedule", "mxfp4:" + ",".join(["0"] * 200) + ",99"], "99"),
         (["sweep", "--out", out, *SMALL, "--schedules", f"bf16,{long_name}"], long_name[:40]),
         (["schedules", "--steps", "0"], "--steps"),
