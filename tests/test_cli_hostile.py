@@ -59,6 +59,9 @@ def _bad_files(root: Path) -> dict[str, Path]:
         "list.json": b"[1, 2, 3]",
         "no-rows.json": json.dumps({"shape": [1, 1, 8, 8], "formats": ["bf16"], "rows": [{}], "seeds": 1,
                                     "seed_range": [0, 1], "device": "cpu"}).encode(),
+        "rows-not-objects.json": b'{"rows": [1, 2]}',
+        "nan-cost.json": json.dumps({"rows": [{"row": "sdpa-cudnn-bf16", "shape": [1, 2, 15, 32],
+                                               "median_ms": float("nan")}]}).encode(),
         "days-of-steps.toml": re.sub(r"(?m)^steps = .*$", "steps = 99999999999",  # the tiny table's too
                                      (REPO / "scenarios" / "mlperf.toml").read_text()).encode(),
     }
@@ -124,6 +127,8 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
           "--official-checker", str(tmp / "no-checkout")], "--official-checker"),
         (["submission", "--check", str(tmp), "--official-checker", str(files["garbage.json"])], "garbage.json"),
     ]
+    for name, said in (("rows-not-objects.json", "rows-not-objects.json"), ("nan-cost.json", "median_ms nan")):
+        cases.append((["tune", "--budget", "psnr>=30", "--out", out, *SMALL, "--costs", str(files[name])], said))
     for name in ("empty.toml", "bad-syntax.toml", "wrong-types.toml", "not-a-table.toml", "absurd.toml",
                  "description.toml", "latin1.toml"):
         cases.append((["run", "--out", out, *SMALL, "--schedule", str(files[name])], name))
