@@ -340,6 +340,8 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
         (["compare", str(run), "--out", str(tmp_path / "cmp"), "--html", str(mine)], str(mine)),
         (["compare", str(run), "--out", str(tmp_path / "cmp"), "--html", str(run / "page")], "inside the run"),
         (["compare", str(run), "--out", str(inside_run)], str(inside_run)),
+        (["compare", str(run), "--out", str(tmp_path / "both"), "--html", str(tmp_path / "both")], "--html"),
+        (["compare", str(run), "--out", str(tmp_path / "pg" / "cmp"), "--html", str(tmp_path / "pg")], "holds --out"),
         (["compare", str(run), "--out", str(run)], "a run folder, not a comparison"),
         (["sweep", "--out", str(run), *SMALL], "a run folder, not a sweep"),
         (["submission", "--runs", str(run), "--out", str(mine), "--submitter", "org", "--system", "x"], str(mine)),

@@ -145,6 +145,11 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
 
     if link and html_dir is None:
         raise FsbenchError("--link only applies to the page: pass --html DIR too")
+    if html_dir is not None:  # checked before the table is written
+        page, table = Path(os.path.abspath(html_dir)), Path(os.path.abspath(out))
+        if page == table or page in table.parents:
+            raise FsbenchError(f"--html {html_dir} {'is' if page == table else 'holds'} --out {out}: the page needs a "
+                               f"folder of its own, such as {out / 'html'}")
     paths = comparison.compare(list(runs), out, frame=frame, prompts=list(prompts))
     click.echo(paths["md"].read_text())
     for kind in ("md", "csv", "json", "speedup"):
