@@ -127,6 +127,8 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
           "--official-checker", str(tmp / "no-checkout")], "--official-checker"),
         (["submission", "--check", str(tmp), "--official-checker", str(files["garbage.json"])], "garbage.json"),
     ]
+    cases += [(["tune", "--budget", "ssim>=1.5", "--out", out, *SMALL], "ssim is at best 1"),
+              (["tune", "--budget", "lpips<=-0.1", "--out", out, *SMALL], "lpips is at best 0")]
     for name, said in (("rows-not-objects.json", "rows-not-objects.json"), ("nan-cost.json", "median_ms nan")):
         cases.append((["tune", "--budget", "psnr>=30", "--out", out, *SMALL, "--costs", str(files[name])], said))
     for name in ("empty.toml", "bad-syntax.toml", "wrong-types.toml", "not-a-table.toml", "absurd.toml",
