@@ -103,6 +103,7 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["sweep", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
         (["run", "--out", out, *SMALL, "--schedule", str(tmp / "missing.toml")], "missing.toml"),
         (["run", "--out", out, "--preset", str(files["days-of-steps.toml"])], "steps must be 1-1000"),
+        (["run", "--out", out, "--preset", "sub/nowhere.toml"], f"shaped like {REPO / 'scenarios' / 'mlperf.toml'}"),
         (["run", "--out", out, *SMALL, "--schedule", "mxfp4:" + ",".join(["0"] * 200) + ",99"], "99"),
         (["sweep", "--out", out, *SMALL, "--schedules", f"bf16,{long_name}"], long_name[:40]),
         (["schedules", "--steps", "0"], "--steps"),

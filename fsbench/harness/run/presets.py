@@ -66,7 +66,7 @@ def preset_path(preset: str) -> Path:
     if path.suffix == ".toml" and path.is_file():
         return path
     raise FsbenchError(f"unknown preset {preset!r}: name one of {', '.join(preset_names())} or a .toml file "
-                       f"shaped like {builtin.parent / 'mlperf.toml'}")
+                       f"shaped like {SCENARIO_DIR / 'mlperf.toml'}")
 
 
 def preset_name(preset: str) -> str:
