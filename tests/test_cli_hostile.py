@@ -336,6 +336,8 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
     mine = _users_folder(tmp_path / "mywork")
     run = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
     inside_run = run / "videos"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{mine}"\n')
     cases = [
         (["run", "--out", str(mine), *SMALL], str(mine)),
         (["sweep", "--out", str(mine), *SMALL], str(mine)),
@@ -351,6 +353,7 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
         (["run", "--out", str(mine / ".notes.tmp"), *SMALL], ".notes.tmp"),
         (["tune", "--budget", "psnr>=35", "--out", str(mine)], str(mine)),
         (["tune", "--budget", "psnr>=35", "--out", str(run)], "a run folder, not a tune folder"),
+        (["campaign", str(plan), "--dry-run"], str(mine)),
     ]
     before = _tree(tmp_path)
     for args, culprit in cases:
