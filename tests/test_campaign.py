@@ -136,6 +136,7 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
     ({"performance": {"SingleStream": {"time": math.nan}}}, "performance.SingleStream.time: must be at least 0"),
     ({"performance": {"Offline": {"target_qps": math.inf}}}, "performance.Offline.target_qps: must be positive"),
     ({"accuracy": False, "metrics": []}, "accuracy: is false and no [performance.*] table"),
+    ({"out": "runs\u0000x"}, "out: a path holds no NUL byte"),
     ({"prompts": {"count": "two"}}, "prompts.count: expected int"),
     ({"accuracy": False}, "metrics: scores the accuracy sweep's videos"),
 ])

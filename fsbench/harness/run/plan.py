@@ -186,8 +186,8 @@ class _Reader:
         if not performance and not d.get("accuracy", True):
             raise self.fail("accuracy", "is false and no [performance.*] table is given: the plan makes no run")
         out = d.get("out", str(OUT_ROOT / self.path.stem))
-        if not out.strip():
-            raise self.fail("out", "an empty path names nothing")
+        if not out.strip() or "\0" in out:
+            raise self.fail("out", "an empty path names nothing" if not out.strip() else "a path holds no NUL byte")
         return Plan(self.path, d.get("description", ""), d["model"], preset, parsed, names.index(reference)
                     if reference in names else 0, Path(out), impl, device,
                     self.file("prompts.file", prompts["file"]) if "file" in prompts else None,
