@@ -137,6 +137,7 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
     ({"performance": {"Offline": {"target_qps": math.inf}}}, "performance.Offline.target_qps: must be positive"),
     ({"accuracy": False, "metrics": []}, "accuracy: is false and no [performance.*] table"),
     ({"out": "runs\u0000x"}, "out: a path holds no NUL byte"),
+    ({"speed": {"offload": True}}, "speed: --offload moves weights"),
     ({"prompts": {"count": "two"}}, "prompts.count: expected int"),
     ({"accuracy": False}, "metrics: scores the accuracy sweep's videos"),
 ])
