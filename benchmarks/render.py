@@ -4,8 +4,8 @@ in a headline table comes from a committed JSON and carries its command, commit,
 
 The template holds the page's prose; a line `{{ name }}` stands for the table of that name in TABLES, rendered with
 the provenance of each of its sources under it. Adding a figure is adding its JSON under results/ and one line to
-TABLES (a kind below and the JSON's path relative to results/). Written by hand because the kinds are this
-project's own JSON layouts; a template engine would add nothing to a one-line placeholder.
+TABLES (a kind below or in baseline_tables.py, and the JSON's path relative to results/). Written by hand because
+the kinds are this project's own JSON layouts; a template engine would add nothing to a one-line placeholder.
 
 usage: python benchmarks/render.py [--check]   (--check: exit 1 where the committed page differs from the render)
 """
@@ -20,6 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# the table kinds beside this file and this checkout's fsbench (their figures), also where this file is imported
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+from baseline_tables import calibration, headline  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("front_page.md")
@@ -339,11 +343,14 @@ TABLES = (
     Table("row-kernels", row_kernels, ("h200/kernels/row_kernels_08f9136_75600.json",
                                        "h200/kernels/row_kernels_08f9136_32768.json")),
     Table("h100-bench", bench_by_shape, ("h100/kernels/bench_25611d1.json",)),
+    Table("headline", headline, ("h200/kernels/bench_peers_f338843.json", "h100/kernels/bench_25611d1.json")),
+    Table("calibration", calibration, ("h200/kernels/sweep_f338843.json",
+                                       "h200/kernels/row_kernels_08f9136_32768.json")),
     Table("ab", ab, ("h100/kernels/ab_rowsum_cabfdf5.json", "h100/kernels/ab_persistent_a2aebba.json",
-                     "h200/kernels/ab_q_registers_f7255aa.json")),
-    Table("energy", bench_by_shape, ("h100/kernels/energy_rows_e5daf60.json",
+                     "h200/kernels/ab_q_registers_f7255aa.json", "h100/kernels/ab_frozen_codes_358cf33.json")),
+    Table("energy", bench_by_shape, ("h100/kernels/energy_rows_358cf33.json",
                                      "h100/kernels/energy_rows_sweep_4187a65.json")),
-    Table("check", check, ("h200/kernels/check_gluon_3550ed1.json",)),
+    Table("check", check, ("h100/kernels/check_gluon_358cf33.json",)),
     Table("queries-optimized", queries, QUERIES_OPTIMIZED),
     Table("queries-bf16-gemm", queries, ("h200/e2e/queries_dd6e460/mxfp8",)),
     Table("offload", queries, ("h100/offload_275c0eb/bf16-gemm-mxfp8",)),

@@ -15,7 +15,6 @@ usage: python3 benchmarks/row_kernels.py --out DIR --rows cudnn-fp8,gluon-fused-
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 
@@ -56,6 +55,7 @@ def split_rows(selected: list, dims: tuple[int, ...], seconds: float, warm_secon
     from torch.profiler import ProfilerActivity, profile
 
     from fsbench.harness.measure import clocks
+    from fsbench.kernels.tools import kernel_time
 
     flops = 4 * dims[0] * dims[1] * dims[2] ** 2 * dims[3]
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -75,17 +75,17 @@ def split_rows(selected: list, dims: tuple[int, ...], seconds: float, warm_secon
                 torch.cuda.synchronize()  # keeps the queue short, so the window ends with the calls
                 calls += 1
             end = time.time()
-        per_kernel: dict[str, list[float]] = {}
+        per_kernel: dict[str, list[float]] = {}  # microseconds of each launch
         for event in prof.events():
             if event.device_type.name == "CUDA":
-                per_kernel.setdefault(event.name, []).append(event.device_time / 1000)
-        split = sorted(((sum(ms) / calls, kernel) for kernel, ms in per_kernel.items()), reverse=True)
-        main_kernel = split[0][1]
-        attention = per_kernel[main_kernel]
+                per_kernel.setdefault(event.name, []).append(event.device_time)
+        found = kernel_time.summarize(per_kernel, calls, flops)  # the attention kernel: the longest
+        main_kernel = found["kernel"]
+        split = sorted(((sum(us) / calls / 1e3, kernel) for kernel, us in per_kernel.items()), reverse=True)
         entry = report["rows"][name] = {
-            "attention_kernel": main_kernel, "calls": calls, "attention_ms": statistics.median(attention),
-            "attention_tflops": round(flops / statistics.median(attention) / 1e9, 1),
-            "other_kernels_ms": round(sum(ms for ms, _ in split[1:]), 3),
+            "attention_kernel": main_kernel, "calls": calls, "attention_ms": found["kernel_ms"],
+            "attention_tflops": round(found["kernel_tflops"], 1),
+            "other_kernels_ms": round(sum(ms for ms, kernel in split if kernel != main_kernel), 3),
             "kernels_ms_per_call": {kernel: round(ms, 4) for ms, kernel in split},
             "clock": clocks.summarize(samples, begin, end)}
         clock = entry["clock"] or {}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fsbench.files import TEMP_PREFIX
 from fsbench.harness.cli import main
 from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.harness.run import orchestrator
@@ -109,11 +110,11 @@ def test_interrupted_two_process_sweep_resumes_without_regenerating_finished_vid
     with monkeypatch.context() as patch:
         patch.setattr(orchestrator.VideoGenerator, "frames", frames)
         interrupted = CliRunner().invoke(main, [str(a) for a in args])
-    assert interrupted.exit_code == 1 and "finishing the current video" in interrupted.stderr
+    assert interrupted.exit_code == 130 and "stopping after the current video" in interrupted.stderr
     folder = out / "bf16" / "videos"
     finished = video_state(folder)
     assert 1 <= len(finished) < len(TINY_PROMPTS)  # the videos in progress were finished, the rest not begun
-    assert not list(out.rglob(".tmp-*"))
+    assert not [p for p in out.rglob("*") if p.name.startswith(TEMP_PREFIX)]  # no temporary left
 
     resumed = fsbench(*args)
     assert resumed.exit_code == 0, resumed.output

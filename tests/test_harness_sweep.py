@@ -9,6 +9,7 @@ from pathlib import Path
 import imageio.v3 as iio
 from click.testing import CliRunner
 
+from fsbench.files import TEMP_PREFIX
 from fsbench.harness.cli import main
 from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.harness.run import orchestrator
@@ -38,11 +39,11 @@ def test_sweep_survives_ctrl_c_and_resumes_without_regenerating(tmp_path, monkey
     with monkeypatch.context() as patch:
         patch.setattr(orchestrator.VideoGenerator, "frames", frames)
         interrupted = CliRunner().invoke(main, args)
-    assert interrupted.exit_code == 1 and "finishing the current video" in interrupted.stderr
+    assert interrupted.exit_code == 130 and "stopping after the current video" in interrupted.stderr
     first = out / "bf16" / "videos"
     finished = _video_state(first)
     assert len(started) == 2 and len(finished) == 2  # the video in progress was finished, no new one begun
-    assert not list(out.rglob(".tmp-*"))
+    assert not [p for p in out.rglob("*") if p.name.startswith(TEMP_PREFIX)]  # no temporary left
     for name in finished:
         assert iio.imread(first / name, plugin="FFMPEG").shape == (5, 32, 32, 3)
 

@@ -84,3 +84,44 @@ def test_output_options_go_with_their_paths_and_bare_flags_stay():
         "fsbench kernels bench --rows a --repeats 5")
     assert render.strip_outputs("fsbench kernels proxy-table --json") == "fsbench kernels proxy-table --json"
     assert render.strip_outputs("fsbench run --out=/tmp/r --count 1") == "fsbench run --count 1"
+
+
+def _row(name: str, shape: list[int], tflops: float, **more) -> dict:
+    return {"row": name, "shape": shape, "tflops": tflops, **more}
+
+
+def test_the_headline_names_each_baseline_and_says_in_bold_where_it_is_faster(tmp_path, monkeypatch):
+    data = json.loads((render.RESULTS / "h100/kernels/bench_25611d1.json").read_text())
+    paper = [1, 24, 32768, 128]
+    ours = next(r for r in data["rows"] if r["row"] == "gluon-fused-mxfp8" and r["shape"] == paper)
+    cudnn = next(r for r in data["rows"] if r["row"] == "cudnn-fp8" and r["shape"] == paper)
+    ours["kernel_tflops"], cudnn["kernel_tflops"] = 900.0, 1000.0
+    data["rows"] += [_row("fa3-bf16", paper, 700.0, kernel_tflops=720.0), _row("sdpa-flash-bf16", paper, 650.0)]
+    _results_with(tmp_path, monkeypatch, "bench_new.json", data)
+    page = render.render("{{ h }}", (render.Table("h", render.headline, ("h100/bench_new.json",)),)).splitlines()
+    call, kernel = (line for line in page if "(1,24,32768,128)" in line)
+    assert f"| {ours['tflops']:.1f} | `cudnn-fp8` {cudnn['tflops']:.1f} | **0.95x: it is faster** |" in call
+    assert f"| `fa3-bf16` 700.0 | {ours['tflops'] / 700:.2f}x | `sdpa-cudnn-bf16`, `cudnn-bf16` |" in call
+    assert "| kernel alone | 900.0 | `cudnn-fp8` 1000.0 | **0.90x: it is faster** | `fa3-bf16` 720.0 | 1.25x |" in (
+        kernel)
+    (far,) = (line for line in page if "(1,40,75600,128)" in line)
+    assert "| 1.13x | not measured | - |" in far and "**" not in far
+
+
+def test_the_calibration_sets_each_cudnn_row_beside_nvidias_figure_for_its_precision_and_length(tmp_path,
+                                                                                              monkeypatch):
+    data = json.loads((render.RESULTS / "h100/kernels/bench_25611d1.json").read_text())
+    data["rows"] = [_row("cudnn-fp8", [1, 64, 4096, 128], 800.0, kv_heads=8, kernel_tflops=950.0),
+                    _row("cudnn-bf16@9.27.0", [1, 64, 16384, 128], 600.0, kv_heads=8),
+                    _row("sdpa-flash-bf16", [1, 64, 16384, 128], 690.0, kv_heads=64),
+                    _row("cudnn-fp8", [1, 40, 75600, 128], 820.0)]
+    _results_with(tmp_path, monkeypatch, "calibrate.json", data)
+    page = render.render("{{ c }}", (render.Table("c", render.calibration, ("h100/calibrate.json",)),)).splitlines()
+    rows = [line for line in page if line.startswith("| 4096") or line.startswith("| 16384")]
+    assert rows == [
+        "| 16384 | 702 (BF16) | `cudnn-bf16@9.27.0` | (1,64,16384,128), 8 | NVIDIA H100 80GB HBM3, - | the call "
+        "| 600.0 | 0.85x |",
+        "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | the call | 800.0 | 0.82x |",
+        "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | kernel alone | 950.0 "
+        "| 0.98x |"]
+    assert len([line for line in page if line.startswith("| ")]) == 3 + 1  # the header and the three rows

@@ -93,8 +93,8 @@ def attention_prologue(xq: torch.Tensor, xk: torch.Tensor, v: torch.Tensor, prol
     if unmet:
         raise ValueError(unmet)
     sixteen_bits = xq.dtype in (torch.bfloat16, torch.float16) and xk.dtype == xq.dtype
-    if (entry.hopper is not None or name == registry.SDPA) and xq.device.type == "cuda" and sixteen_bits \
-            and importlib.util.find_spec("triton"):
+    if (entry.hopper is not None or name in (registry.SDPA, registry.FA3)) and xq.device.type == "cuda" \
+            and sixteen_bits and importlib.util.find_spec("triton"):
         from fsbench.kernels.hopper import launch
 
         q, k = launch.norm_rope(xq, xk, prologue)

@@ -7,6 +7,7 @@ kernel may only read globals that are constexpr, so each kernel module wraps the
 from __future__ import annotations
 
 import math
+import struct
 
 MX_FORMATS = ("mxfp8", "mxfp6", "mxfp4")  # the MX formats the emulator and the Hopper kernels compute
 FORMATS = ("bf16",) + MX_FORMATS  # every format `kernels.attention` takes
@@ -22,9 +23,13 @@ E4M3_MAX = 448.0  # E4M3's largest normal: the per-tensor FP8 scale is amax / E4
 MAGIC = 12582912.0
 MAGIC_BITS = 0x4B400000
 TWO_M7 = 0.0078125  # 2^-7: one doubling of a BF16 pattern
+TWO_M9 = 0.001953125  # 2^-9: one doubling (128 patterns) in units of 2^-16 patterns
 TWO_M13 = 1.220703125e-04  # 2^-13: the Stage-A step from a base in [1024, 2048) (E2M3 P, clamped by .sat)
 TWO_M16 = 1.52587890625e-05  # 2^-16: the Stage-A step from the base 192 (E4M3 P)
 P_BASE = 192.0  # Stage-A base in [128, 256): its float32 ulp is 2^-16, so t's integer part is P's pattern
+# P_BASE's float32 bit pattern: bits(P_BASE + x 2^-16) - P_BASE_BITS = x for |x| < 2^22 (the rounding add of MAGIC
+# in units of 2^-16 patterns)
+P_BASE_BITS = struct.unpack("<I", struct.pack("<f", P_BASE))[0]
 # E2M3 P clamps at 7.5 * 2^-6 (its largest value in E4M3 units; BF16 pattern 15856) inside the Stage-A FFMA: .sat
 # caps it at 1, which a base in [1024, 2048) (step 2^-13) puts 8192 patterns above the base's: base pattern 7664
 P_SAT_FLOOR = 7664

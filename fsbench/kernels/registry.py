@@ -42,6 +42,11 @@ class Impl:
         """Why this implementation cannot run `fmt` at `head_dim` on `device`; None when it can."""
         return self._unfit(fmt, device, head_dim) or self._missing()
 
+    def unmet_on(self, fmt: str, device: torch.device) -> str | None:
+        """Why this implementation cannot run `fmt` on `device` at any head dim (checked before a run loads its
+        model); None when it can at some."""
+        return self.unmet(fmt, device, self.head_dims[0] if self.head_dims else 0)
+
     def _unfit(self, fmt: str, device: torch.device, head_dim: int) -> str | None:
         """What of the call (format, head dim, GPU) this implementation does not take."""
         if fmt not in self.formats:
@@ -76,6 +81,20 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, want_stat
     return out, AttentionStats()
 
 
+def _fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, want_stats: bool,
+         options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats]:
+    """FlashAttention-3's BF16 forward (its `flash_attn_interface`), on BSHD views of the BHSD tensors: the
+    pipeline's projections are BSHD underneath, so nothing is copied."""
+    unknown = set(options) - {"sm_scale"}
+    if unknown:
+        raise ValueError(f"impl={FA3!r} takes no options {sorted(unknown)}")
+    from flash_attn_interface import flash_attn_func
+
+    out = flash_attn_func(*(t.transpose(1, 2) for t in (q, k, v)), softmax_scale=options.get("sm_scale"),
+                          causal=False)
+    return (out[0] if isinstance(out, tuple) else out).transpose(1, 2), AttentionStats()
+
+
 def _emulate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, want_stats: bool,
              options: dict[str, Any]) -> tuple[torch.Tensor, AttentionStats]:
     from fsbench.kernels.reference.emulator import emulate
@@ -90,7 +109,7 @@ def _hopper(kernel: launch.HopperKernel) -> Runner:
     return run
 
 
-SDPA, GLUON, TRITON, EMULATE = "sdpa", "gluon", "triton", "emulate"
+SDPA, FA3, GLUON, TRITON, EMULATE = "sdpa", "fa3", "gluon", "triton", "emulate"
 _HOPPER = (9, 0)  # FP8 wgmma
 TABLE = (
     Impl(SDPA, _sdpa, ("bf16",)),
@@ -99,12 +118,17 @@ TABLE = (
     Impl(TRITON, _hopper(launch.TRITON_KERNEL), MX_FORMATS, _HOPPER, launch.TRITON_KERNEL.head_dims, "triton",
          launch.TRITON_KERNEL),
     Impl(EMULATE, _emulate, FORMATS),
+    # after the others, so `auto` never takes it: a BF16 run picks it by name (scripts/build_peers.sh builds it at
+    # head dim 128 only)
+    Impl(FA3, _fa3, ("bf16",), _HOPPER, (128,), "flash_attn_interface"),
 )
 BY_NAME = {impl.name: impl for impl in TABLE}
 IMPLS = (AUTO,) + tuple(BY_NAME)  # every name `kernels.attention(impl=...)` takes
-# what a run may choose for its quantized layers (`fsbench run --impl`): bf16 layers always take `auto`
+# what a run may choose for its quantized layers (`fsbench run --impl`); its bf16 layers take BF16_CHOICES
 RUN_CHOICES = (AUTO,) + tuple(impl.name for impl in TABLE if set(impl.formats) & set(MX_FORMATS))
 HOPPER = tuple(impl.name for impl in TABLE if impl.hopper is not None)  # `fsbench kernels check --impl`
+# what a run may choose for its bf16 layers (`fsbench run --bf16-impl`): SDPA (auto) or another BF16 kernel
+BF16_CHOICES = (AUTO,) + tuple(impl.name for impl in TABLE if "bf16" in impl.formats)
 
 
 def get(name: str) -> Impl:

@@ -17,7 +17,7 @@ MAX_ABLATION_SCORES = 2**30  # B*H*S*S: the emulator holds the full score matrix
 
 @click.group()
 def kernels() -> None:
-    """Attention kernels: proxy-table, ablation, bench, check."""
+    """Attention kernels: proxy-table, ablation, bench, check, sass."""
 
 
 @kernels.command("proxy-table")
@@ -143,48 +143,138 @@ def _need_hopper() -> str:
 @click.option("--sweep", is_flag=True,
               help="the fixed grid of shapes (4k-128k keys at 24 and 40 heads), interleaved; rows default to "
                    "gluon-fused-mxfp8, cudnn-fp8 and sdpa-cudnn-bf16")
+@click.option("--calibrate", is_flag=True,
+              help="NVIDIA's published configuration (64 query heads, 8 KV heads, 4k/16k/32k keys, BSHD): the "
+                   "baseline rows as the call and as the kernel alone, beside NVIDIA's figures")
+@click.option("--kernel-calls", type=click.IntRange(min=0), default=None,
+              help="also profile this many calls of each row for its attention kernel alone "
+                   "[default: 10 with --calibrate, else 0]")
+@click.option("--cudnn-site", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="also run the cuDNN rows under the cuDNN unpacked in this folder (a child process; rows named "
+                   "ROW@VERSION)")
 def bench(shapes: tuple[tuple[int, int, int, int], ...], row_names: str, list_rows: bool, repeats: int,
           emulate: bool, json_path: Path | None, md_path: Path | None, clock_seconds: float, interleave: bool,
-          sweep: bool) -> None:
-    """TFLOP/s and accuracy of SDPA, cuDNN FP8, SageAttention2, FlashAttention-3 FP8, the conventional FP8 and the
-    fused Triton and Gluon kernels, and the GEMM-only skeleton (needs an sm_90 GPU: H100 or H200)."""
-    from fsbench.kernels.tools import bench as kbench, sweep as ksweep
+          sweep: bool, calibrate: bool, kernel_calls: int | None, cudnn_site: Path | None) -> None:
+    """TFLOP/s and accuracy of SDPA, cuDNN BF16 and FP8, SageAttention2, FlashAttention-3 BF16 and FP8, the
+    conventional FP8 and the fused Triton and Gluon kernels, and the GEMM-only skeleton, with the best BF16 row
+    and FP8 peer at each shape (needs an sm_90 GPU: H100 or H200)."""
+    from fsbench.kernels.tools import bench as kbench, calibrate as kcalibrate, sweep as ksweep
 
     if list_rows:
         for row in kbench.rows():
             click.echo(row.name + (f"  (cannot run here: it {row.missing})" if row.missing else ""))
         return
 
-    if sweep and shapes:
-        raise click.BadParameter("--sweep runs its own grid of shapes; leave --shape out", param_hint="--shape")
+    if (sweep or calibrate) and shapes:
+        raise click.BadParameter(f"{'--sweep runs its own grid' if sweep else '--calibrate runs its own shapes'} "
+                                 "of shapes; leave --shape out", param_hint="--shape")
+    if sweep and calibrate:
+        raise click.BadParameter("--sweep and --calibrate each run their own shapes; pick one",
+                                 param_hint="--calibrate")
+    site = _cudnn_site(cudnn_site)
     if sweep and not row_names:
         row_names = ",".join(ksweep.ROWS)
     try:
-        selected, left_out = kbench.select_rows(row_names.split(",") if row_names else None)
+        selected, left_out = kbench.select_rows(row_names.split(",") if row_names else None,
+                                                kcalibrate.rows() if calibrate else None)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--rows") from exc
     for row in left_out:
         click.echo(f"skipping row {row.name}: it {row.missing}", err=True)
-    header = provenance(_need_hopper())
+    device = _need_hopper()
+    header = provenance(device)
+    header["cudnn"] = _cudnn_versions()
+    calls = (kcalibrate.KERNEL_CALLS if calibrate else 0) if kernel_calls is None else kernel_calls
     if sweep:
         header["sweep"] = {"seq_lens": list(ksweep.SEQ_LENS), "heads": list(ksweep.HEADS), "repeats": repeats}
-    results = []
-    for shape in list(ksweep.GRID) if sweep else list(shapes) or list(kbench.SHAPES):
-        if sweep or interleave:  # its rows as each shape ends, the whole table once at the end
+    if calibrate:
+        from fsbench.kernels.tools import published
+
+        header["calibration"] = {"kv_heads": published.KV_HEADS, "published": published.SOURCE,
+                                 "kernel_calls": calls}
+    results: list[dict] = []
+
+    def save() -> None:  # after every shape, so a run that is stopped keeps what it measured
+        if json_path:
+            atomic_write_text(Path(json_path), json.dumps({**header, "rows": results}, indent=1) + "\n")
+        if md_path:
+            atomic_write_text(Path(md_path), f"{kbench.format_markdown(results)}\n\n{kbench.best_markdown(results)}\n")
+
+    shape_list = list(ksweep.GRID if sweep else kcalibrate.SHAPES if calibrate else shapes or kbench.SHAPES)
+    for shape in shape_list:
+        if calibrate:
+            measured = kcalibrate.calibrate_shape(shape, selected, device, repeats=repeats, kernel_calls=calls,
+                                                  hold=_holder(clock_seconds))
+            for result in measured:
+                _echo_row(result)
+            results += measured
+        elif sweep or interleave:  # its rows as each shape ends, the whole table once at the end
             measured = ksweep.bench_interleaved(shape, selected, repeats=repeats, hold=_holder(clock_seconds))
             for result in measured:
                 _echo_row(result)
             results += measured
         else:
             results += kbench.bench_shape(shape, selected, repeats=repeats, emulate=emulate and shape[2] <= 32768,
-                                          progress=_echo_row, hold=_holder(clock_seconds))
+                                          progress=_echo_row, hold=_holder(clock_seconds), kernel_calls=calls)
             click.echo(kbench.format_table(results))
-        if json_path:  # after every shape, so a run that is stopped keeps what it measured
-            atomic_write_text(Path(json_path), json.dumps({**header, "rows": results}, indent=1) + "\n")
-        if md_path:
-            atomic_write_text(Path(md_path), kbench.format_markdown(results) + "\n")
-    if sweep or interleave:
+        save()
+    if site is not None:
+        results = kbench.add_ratios(results + _under_cudnn(site, selected, shape_list, calibrate, repeats, calls))
+        save()
+    if sweep or interleave or calibrate or site is not None:
         click.echo(kbench.format_table(results))
+    click.echo(kbench.format_best(results))
+
+
+def _cudnn_versions() -> dict:
+    """The cuDNN this process runs (PyTorch's and cudnn-frontend's), for the bench's JSON."""
+    from fsbench.kernels.tools.cudnn_bf16 import versions
+
+    return versions()
+
+
+def _cudnn_site(site: Path | None) -> Path | None:
+    """--cudnn-site checked before any GPU work: a folder holding an unpacked cuDNN wheel."""
+    if site is None:
+        return None
+    from fsbench.kernels.tools import cudnn_env
+
+    try:
+        cudnn_env.lib_dir(site)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cudnn-site") from exc
+    return site
+
+
+def _under_cudnn(site: Path, selected: list, shapes: list, calibrate: bool, repeats: int, calls: int) -> list[dict]:
+    """The selected cuDNN rows again, in a child bench whose environment loads the cuDNN in `site`, each renamed
+    ROW@VERSION with the version the child reports; FsbenchError where it ran another cuDNN than the wheel's."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from fsbench.kernels.tools import cudnn_env
+
+    names = [row.name for row in selected if row.name in cudnn_env.ROWS]
+    if not names:
+        raise FsbenchError(f"--cudnn-site: none of the rows run cuDNN ({', '.join(cudnn_env.ROWS)})")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        argv = [sys.executable, "-m", "fsbench", "kernels", "bench", "--rows", ",".join(names), "--no-emulate",
+                "--repeats", str(repeats), "--kernel-calls", str(calls), "--json", str(out)]
+        argv += ["--calibrate"] if calibrate else [a for s in shapes for a in ("--shape", ",".join(map(str, s)))]
+        click.echo(f"the cuDNN rows again under the cuDNN in {site}", err=True)
+        done = subprocess.run(argv, env=cudnn_env.environment(site, dict(os.environ)))
+        if done.returncode or not out.is_file():
+            raise FsbenchError(f"the bench under the cuDNN in {site} failed (exit {done.returncode}); its output is "
+                               "above")
+        child = json.loads(out.read_text())
+    ran = cudnn_env.dotted(child["cudnn"].get("torch_cudnn"))
+    wanted = cudnn_env.wheel_version(site)
+    if wanted is not None and ran != wanted:
+        raise FsbenchError(f"--cudnn-site {site} holds cuDNN {wanted}, but the child bench ran cuDNN {ran}")
+    return [{**row, "row": f"{row['row']}@{ran}"} for row in child["rows"]]
 
 
 def _echo_row(row: dict) -> None:
@@ -243,3 +333,30 @@ def check(formats: tuple[str, ...], impl: str, json_path: Path | None) -> None:
     click.echo(kcheck.format_table(rows))
     if json_path:
         atomic_write_text(Path(json_path), json.dumps({**header, "rows": rows}, indent=1) + "\n")
+
+
+@kernels.command("sass")
+@click.option("--variants", callback=params.comma_list(),
+              help="comma-separated variants (default: all of skeleton-fp8, fused-mxfp8/6/4, conventional-fp8)")
+@click.option("--engine", type=click.Choice(registry.HOPPER), default=registry.GLUON, show_default=True,
+              help="which kernel to compile")
+@click.option("--out", default="/tmp/fsbench-sass", show_default=True, type=params.OutPath(file_okay=False),
+              help="folder for each variant's .cubin and .sass")
+@click.option("--json", "json_path", type=params.OutPath(dir_okay=False), help="write the counts as JSON here")
+def sass(variants: tuple[str, ...] | None, engine: str, out: Path, json_path: Path | None) -> None:
+    """Instructions a warp issues per key tile, by step, from the sm_90 SASS (compiled ahead of time: no GPU)."""
+    from fsbench.kernels.hopper.launch import gluon_missing
+    from fsbench.kernels.tools import sass as ksass
+
+    missing = gluon_missing() if engine == registry.GLUON else None
+    if missing:
+        raise FsbenchError(missing)
+    unknown = sorted(set(variants or ()) - set(ksass.VARIANTS))
+    if unknown:
+        raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(ksass.VARIANTS)}",
+                                 param_hint="--variants")
+    counts = ksass.count_variants(list(variants or ksass.VARIANTS), engine=engine, out=str(out))
+    click.echo(ksass.format_table(counts))
+    if json_path:
+        header = provenance("none: sm_90 machine code compiled ahead of time")
+        atomic_write_text(Path(json_path), json.dumps({**header, **ksass.as_json(counts, engine)}, indent=1) + "\n")

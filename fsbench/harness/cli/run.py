@@ -54,8 +54,11 @@ _generation = _options_decorator([
     click.option("--steps", type=params.int_range(1, params.MAX_STEPS),
                  help="Override the preset's denoising steps."),
     click.option("--impl", type=click.Choice(registry.RUN_CHOICES), default=registry.AUTO,
-                 show_default=True, help="Kernel for the MX formats (bf16 always uses SDPA; auto: Gluon on sm_90 at "
+                 show_default=True, help="Kernel for the MX formats (bf16: --bf16-impl; auto: Gluon on sm_90 at "
                  "head dim 128, else Triton there, the emulator elsewhere)."),
+    click.option("--bf16-impl", type=click.Choice(registry.BF16_CHOICES), default=registry.AUTO,
+                 show_default=True, help="Kernel for the bf16 layers' self-attention (auto: SDPA, cuDNN first); "
+                 "another BF16 kernel makes the BF16 baseline the fastest one installed."),
     click.option("--system", type=params.NAME, help="System name in the log layout [default: <device>-<model>]."),
     click.option("--compile", "compile_blocks", is_flag=True,
                  help="torch.compile the repeated transformer blocks, self-attention inside the graphs."),
@@ -86,7 +89,7 @@ _loadgen = _options_decorator([
 
 def _speed(kw: dict[str, Any]) -> speed.SpeedOptions:
     return speed.SpeedOptions(compile=kw["compile_blocks"], gemm=kw["gemm"], vae=kw["vae_dtype"],
-                              offload=kw["offload"])
+                              offload=kw["offload"], bf16_impl=kw["bf16_impl"])
 
 
 def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:

@@ -10,7 +10,7 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.cli import params
 from fsbench.harness.model import pipeline
 from fsbench.harness.run.presets import preset_names
-from fsbench.harness.tune import budget, search, tuner
+from fsbench.harness.tune import budget, search
 from fsbench.kernels import registry
 
 
@@ -58,6 +58,8 @@ def tune(model: str, prompts_file: Path | None, calibration: int, validation: in
          device: str) -> None:
     """Find the fastest precision schedule whose videos keep every --budget against BF16, and write it as
     OUT/chosen.toml for `fsbench run --schedule`."""
+    from fsbench.harness.tune import tuner  # scores with eval (scikit-image): loaded when a tune runs, as eval is
+
     where = pipeline.default_device() if device == "auto" else torch.device(device)
     if where.type == "cuda" and not torch.cuda.is_available():
         raise FsbenchError("--device cuda: no CUDA device is available here")

@@ -184,7 +184,7 @@ def _run(lg: Any, generate: Callable[[int], str], total: int, settings: Any, log
             while not done.wait(0.2) and not interrupted.is_set():
                 pass
             if interrupted.is_set():
-                print("fsbench: interrupted: finishing the current video (Ctrl-C again aborts it)",
+                print("fsbench: stopping after the current video (Ctrl-C again aborts it)",
                       file=sys.stderr, flush=True)
                 done.wait()
                 raise KeyboardInterrupt

@@ -8,7 +8,10 @@ Options (recorded in the manifest): `compile` (torch.compile of the repeated tra
 `fullgraph=True`: the self-attention call, its q/k RMSNorm and RoPE included, is the custom op
 `torch.ops.fsbench.self_attention` inside the graphs, one graph per format of the schedule), `gemm` (bf16 |
 fp8: the blocks' linears through `harness.model.fp8_linear`), `vae` (fp32 | bf16 decode), `offload` (the text encoder
-and the idle expert in pinned host memory, `harness.model.offload`: the videos are the same, the GPU holds less).
+and the idle expert in pinned host memory, `harness.model.offload`: the videos are the same, the GPU holds less),
+`bf16_impl` (the kernel of the bf16 layers' self-attention, a name of `kernels.registry.BF16_CHOICES`: auto is
+SDPA as above; another BF16 kernel makes the BF16 baseline the fastest one installed, recorded beside the kernel
+that ran in the manifest's `attention_kernels`).
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from typing import Any
 import torch
 
 from fsbench.errors import FsbenchError
+from fsbench.kernels import registry
+from fsbench.kernels.registry import AUTO, BF16_CHOICES
 
 GEMMS = ("bf16", "fp8")
 CUDNN_FIRST = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
@@ -28,22 +33,28 @@ VAE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 @dataclass(frozen=True)
 class SpeedOptions:
-    """`--compile`, `--gemm`, `--vae`, `--offload` of `fsbench run` / `sweep`."""
+    """`--compile`, `--gemm`, `--vae`, `--offload`, `--bf16-impl` of `fsbench run` / `sweep`."""
 
     compile: bool = False
     gemm: str = "bf16"
     vae: str = "fp32"
     offload: bool = False
+    bf16_impl: str = AUTO
 
     def __post_init__(self) -> None:
         if self.gemm not in GEMMS:
             raise FsbenchError(f"--gemm must be one of {', '.join(GEMMS)}, got {self.gemm!r}")
         if self.vae not in VAE_DTYPES:
             raise FsbenchError(f"--vae must be one of {', '.join(VAE_DTYPES)}, got {self.vae!r}")
+        if self.bf16_impl not in BF16_CHOICES:
+            raise FsbenchError(f"--bf16-impl must be one of {', '.join(BF16_CHOICES)}, got {self.bf16_impl!r}")
 
     def check_device(self, device: torch.device) -> None:
         if self.offload and device.type != "cuda":
             raise FsbenchError("--offload moves weights between the GPU and host memory: it needs --device cuda")
+        why = registry.get(self.bf16_impl).unmet_on("bf16", device) if self.bf16_impl != AUTO else None
+        if why:
+            raise FsbenchError(f"--bf16-impl {self.bf16_impl}: {why}")
 
     @property
     def slug(self) -> str:
@@ -51,6 +62,7 @@ class SpeedOptions:
         the numerics)."""
         parts = [f"{self.gemm}gemm"] if self.gemm != "bf16" else []
         parts += [f"vae{self.vae}"] if self.vae != "fp32" else []
+        parts += [f"bf16{self.bf16_impl}"] if self.bf16_impl != AUTO else []
         return "".join(f"-{p}" for p in parts)
 
 

@@ -42,6 +42,7 @@ from fsbench.harness.model.synthetic import CONFIGS
 from fsbench.harness.precision.router import Capture, SelfAttentionRouter
 from fsbench.harness.precision.schedule import ResolvedSchedule
 from fsbench.harness.run.presets import Settings
+from fsbench.kernels.registry import AUTO
 
 TIMEOUT_ENV = "FSBENCH_DIST_TIMEOUT"  # seconds a rank waits in one collective or for one video (default 1800)
 _CPU = torch.device("cpu")
@@ -181,9 +182,10 @@ class Team:
     def parallelize(self, pipe: Any) -> None:
         """Split the model over the team's processes (one process keeps it whole)."""
 
-    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None) -> SelfAttentionRouter:
+    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None,
+               bf16_impl: str = AUTO) -> SelfAttentionRouter:
         """The attention router of this process."""
-        return SelfAttentionRouter(schedule, impl=impl, capture=capture)
+        return SelfAttentionRouter(schedule, impl=impl, capture=capture, bf16_impl=bf16_impl)
 
     @contextlib.contextmanager
     def serve(self, generator: Generator) -> Iterator[tuple[Callable[[int], str], int]]:
@@ -316,13 +318,15 @@ class Ranks(Team):
         if self.single_stream and self.layout.cfg > 1:
             cfg_parallel.install(pipe, self.mesh["cfg"].get_group())
 
-    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None) -> SelfAttentionRouter:
+    def router(self, schedule: ResolvedSchedule, *, impl: str, capture: Capture | None,
+               bf16_impl: str = AUTO) -> SelfAttentionRouter:
         """The attention router for this rank: Ulysses-aware when the sequence is split."""
         from fsbench.harness.parallel.ulysses import UlyssesRouter
 
         if self.parallel_config is None:
-            return super().router(schedule, impl=impl, capture=capture)
-        return UlyssesRouter(schedule, self.mesh["ulysses"].get_group(), self.parallel_config, impl=impl)
+            return super().router(schedule, impl=impl, capture=capture, bf16_impl=bf16_impl)
+        return UlyssesRouter(schedule, self.mesh["ulysses"].get_group(), self.parallel_config, impl=impl,
+                             bf16_impl=bf16_impl)
 
     def record(self) -> dict[str, Any]:
         """The layout as the manifest records it."""

@@ -49,8 +49,8 @@ class UlyssesRouter(SelfAttentionRouter):
     """The schedule's router whose attention core sees full-sequence head shards (the Ulysses all-to-all)."""
 
     def __init__(self, schedule: ResolvedSchedule, group: dist.ProcessGroup, parallel_config: Any, *,
-                 impl: str = "auto"):
-        super().__init__(schedule, impl=impl)
+                 impl: str = "auto", bf16_impl: str = "auto"):
+        super().__init__(schedule, impl=impl, bf16_impl=bf16_impl)
         self.group, self.parallel_config = group, parallel_config
         self._pipe: Any = None
 

@@ -136,10 +136,11 @@ class SelfAttentionRouter:
     running."""
 
     def __init__(self, schedule: ResolvedSchedule, *, impl: str = AUTO, capture: Capture | None = None,
-                 core: Core | None = None):
+                 core: Core | None = None, bf16_impl: str = AUTO):
         """`core(call) -> out` replaces the kernels (timing, no-op baselines); `impl` picks the kernel for the MX
-        formats (bf16 always runs SDPA)."""
+        formats, `bf16_impl` the one for bf16 (auto: SDPA)."""
         self.schedule, self.impl, self.capture, self.core = schedule, impl, capture, core
+        self.bf16_impl = bf16_impl
         self.kernels_used: dict[str, str] = {}  # format -> the implementation that ran it (for the manifest)
         self.kernel_fallbacks: dict[str, str] = {}  # format -> why "auto" passed over a faster kernel (manifest)
         self.video = -1
@@ -196,7 +197,7 @@ class SelfAttentionRouter:
             return
         for processor in self._processors:
             processor.fmt = self.schedule.fmt(step, processor.layer)
-            processor.impl = "auto" if processor.fmt == "bf16" else self.impl
+            processor.impl = self.bf16_impl if processor.fmt == "bf16" else self.impl
 
     def _forward_hook(self, expert: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any) -> None:

@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from fsbench import files, rundir
+from fsbench.kernels.registry import AUTO
 
 
 def made_with(model: str, settings: Mapping[str, Any], latent_sha256: str, schedule_spec: str, impl: str,
               speed: Mapping[str, Any] | None) -> str:
-    """The digest of the settings that shape a video's pixels."""
+    """The digest of the settings that shape a video's pixels; a bf16 kernel other than SDPA (`--bf16-impl`) joins
+    them only where chosen, so the digests of runs made before the option existed stay as they were."""
+    chosen = speed or {}
+    pixels = {k: chosen.get(k) for k in rundir.PIXEL_KEYS}
+    if chosen.get("bf16_impl", AUTO) != AUTO:
+        pixels["bf16_impl"] = chosen["bf16_impl"]
     record = {"model": model, "settings": dict(settings), "latent": latent_sha256, "schedule": schedule_spec,
-              "impl": impl, "speed": {k: (speed or {}).get(k) for k in rundir.PIXEL_KEYS}}
+              "impl": impl, "speed": pixels}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -247,7 +247,7 @@ def _passes(jobs: tuple[Job, ...], on_summary: Callable[[Job, dict[str, Any]], N
 
 def _follow(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any]) -> None:
     """A rank above 0: compute what rank 0 asks of this job until it is done."""
-    router = team.router(job.spec.schedule, impl=job.impl, capture=None)
+    router = team.router(job.spec.schedule, impl=job.impl, capture=None, bf16_impl=job.speed.bf16_impl)
     router.install(pipe)
     try:
         team.follow(VideoGenerator(pipe, job.spec, job.run, router, reuse=job.reuse and job.opts.mode == "accuracy",
@@ -266,7 +266,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     if job.capture_qkv is not None:
         capture = Capture(capture_dir, save_qkv=job.capture_qkv)
         (capture_dir / "calls.jsonl").unlink(missing_ok=True)
-    router = team.router(spec.schedule, impl=job.impl, capture=capture)
+    router = team.router(spec.schedule, impl=job.impl, capture=capture, bf16_impl=job.speed.bf16_impl)
     router.install(pipe)
     profiler = Profiler(pipe.device) if job.profile else None
     # Only an accuracy pass asked to may reuse finished videos, and never under --capture, which must see every call.

@@ -7,7 +7,7 @@ emulator's rowsum_gemm=frozen_max=schraudolph=False); other ablation mixes raise
 mxfp6/mxfp4, `mx_p_scale="block"` (default: P's E8M0 per 32 keys, the emulator's definition) or "row"
 (one per row and key tile: fewer instructions, coarser P for blocks below the row's maximum).
 Float32 inputs are rounded to bfloat16 before the prepass. `kernel=GLUON_KERNEL` launches the same
-computation written in Gluon (`kernels.hopper.gluon_fused`): two math warpgroups per program take turns at the
+computation written in Gluon (`kernels.hopper.gluon`): two math warpgroups per program take turns at the
 tensor cores (FA3's ping-pong), which plain Triton cannot express (results/log/). The
 kernels are typed values (`HopperKernel`); `kernels.registry` names them.
 """
@@ -336,7 +336,7 @@ def _launch_gluon(run: Launch) -> None:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from fsbench.kernels.hopper.gluon_fused import attention_kernel
+    from fsbench.kernels.hopper.gluon.kernel import attention_kernel
 
     def descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
         return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, gl.float8e4nv))

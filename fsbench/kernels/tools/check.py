@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from fsbench.kernels import registry
-from fsbench.kernels.constants import LOG2E
+from fsbench.kernels.constants import LOG2E, MX_FORMATS
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def compare(case: Case, fmt: str, softmax: str, seed: int = 0, device: str = "cu
             "gate_trips": stats.gate_trips, "gate_trips_emulator": ref_stats.gate_trips}
 
 
-def run_checks(formats: tuple[str, ...] = ("mxfp8", "mxfp6", "mxfp4"), device: str = "cuda",
+def run_checks(formats: tuple[str, ...] = MX_FORMATS, device: str = "cuda",
                impl: str = registry.TRITON) -> list[dict[str, Any]]:
     """Every case in every format (fused), plus the conventional baseline in mxfp8 on the plain cases."""
     rows = []

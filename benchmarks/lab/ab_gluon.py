@@ -1,24 +1,26 @@
 #!/usr/bin/env python3
-"""A/B of Gluon kernel variants in one process on the H200: the committed `kernels.hopper.gluon_fused.attention_kernel`,
+"""A/B of Gluon kernel variants in one process on the H200: the committed `kernels.hopper.gluon`'s attention_kernel,
 then each variant module's `attention_kernel` swapped in (same host wrapper, prepass and launch), then the
 committed kernel again (the gap between the two committed timings bounds the noise). The timings are taken in
 rounds, one warm-up and one timed call of every kernel per round, so that a drift of the clocks over the run
 (thermal, power) falls on every kernel alike. Each output is compared bit for bit with the committed kernel's.
 With --clock-seconds, each kernel then also runs back to back for that long while nvidia-smi samples the SM clock
 and power (`harness.measure.clocks`): the H200 holds its 700 W cap, so a variant can gain clock instead of cycles.
-A variant is a copy of fsbench/kernels/hopper/gluon_fused.py with the change, kept outside the repository, or
+A variant is a copy of fsbench/kernels/hopper/gluon/kernel.py with the change, kept outside the repository, or
 with --old-tree the Gluon kernel of an extracted older tree (`git archive COMMIT fsbench | tar -x -C DIR`): its
 `attention_kernel` takes the same launch, so a refactor is checked for identical output and speed in one process.
 
-usage: python3 scripts/lab/ab_gluon.py [VARIANT.py ...] [--old-tree DIR] [--shape 1,40,75600,128 ...]
+usage: python3 benchmarks/lab/ab_gluon.py [VARIANT.py ...] [--old-tree DIR] [--shape 1,40,75600,128 ...]
                                   [--json OUT.json] [--clock-seconds 6]
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
 import statistics
+import sys
 
 import click
 
@@ -42,12 +44,30 @@ def _load(path: str):
     return name, module.attention_kernel
 
 
-def _old_tree_kernel(tree: str) -> str:
-    """The Gluon kernel's file in an extracted tree (before or after the kernels were sorted into rooms)."""
+PACKAGE = "fsbench.kernels.hopper.gluon"
+
+
+def _old_tree_kernel(tree: str):
+    """The Gluon kernel of an extracted tree: a single module (before the kernel became a package, and before the
+    kernels were sorted into rooms), or the tree's own package, imported with the tree's `hopper` folder first on
+    the package's path and then dropped from the module cache again (its jit functions keep their own modules)."""
     for rel in ("fsbench/kernels/hopper/gluon_fused.py", "fsbench/kernels/gluon_fused.py"):
         if os.path.exists(os.path.join(tree, rel)):
-            return os.path.join(tree, rel)
-    raise click.BadParameter(f"{tree} holds no fsbench/kernels/[hopper/]gluon_fused.py", param_hint="--old-tree")
+            return _load(os.path.join(tree, rel))[1]
+    if not os.path.exists(os.path.join(tree, *PACKAGE.split("."), "kernel.py")):
+        raise click.BadParameter(f"{tree} holds no Gluon kernel", param_hint="--old-tree")
+    ours = {name: module for name, module in sys.modules.items() if name.startswith(PACKAGE)}
+    for name in ours:
+        del sys.modules[name]
+    hopper = importlib.import_module(PACKAGE.rsplit(".", 1)[0])
+    hopper.__path__.insert(0, os.path.join(tree, "fsbench", "kernels", "hopper"))
+    try:
+        return importlib.import_module(PACKAGE + ".kernel").attention_kernel
+    finally:
+        hopper.__path__.pop(0)
+        for name in [n for n in sys.modules if n.startswith(PACKAGE)]:
+            del sys.modules[name]
+        sys.modules.update(ours)
 
 
 @click.command(help=__doc__)
@@ -72,14 +92,14 @@ def main(variants: tuple[str, ...], old_tree: str | None, shapes: tuple[str, ...
         raise click.BadParameter(f"unknown {', '.join(unknown)}; known: {', '.join(CONFIGS)}", param_hint="--configs")
     import torch
 
-    import fsbench.kernels.hopper.gluon_fused as gluon_fused
+    import fsbench.kernels.hopper.gluon.kernel as gluon_fused
 
     committed = gluon_fused.attention_kernel
     loaded = [_load(path) for path in variants]
     if old_tree:
-        loaded.append(("old-tree", _load(_old_tree_kernel(old_tree))[1]))
+        loaded.append(("old-tree", _old_tree_kernel(old_tree)))
     candidates = [("committed", committed), *loaded, ("committed-again", committed)]
-    header = provenance(torch.cuda.get_device_name(), program="python3 scripts/lab/ab_gluon.py")
+    header = provenance(torch.cuda.get_device_name(), program="python3 benchmarks/lab/ab_gluon.py")
     every = {}
     try:
         for shape in shapes:
