@@ -354,6 +354,7 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
         (["tune", "--budget", "psnr>=35", "--out", str(mine)], str(mine)),
         (["tune", "--budget", "psnr>=35", "--out", str(run)], "a run folder, not a tune folder"),
         (["campaign", str(plan), "--dry-run"], str(mine)),
+        (["eval", str(run), "--reference", str(run), "--metrics", "psnr"], "is RUN itself"),
     ]
     before = _tree(tmp_path)
     for args, culprit in cases:

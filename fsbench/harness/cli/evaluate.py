@@ -56,6 +56,9 @@ def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | Non
     incomplete: list[str] = []
     if fidelity_metrics and reference is None:
         raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
+    if fidelity_metrics and reference is not None and reference.resolve() == run_folder.path.resolve():
+        raise FsbenchError(f"--reference {reference} is RUN itself: its videos match themselves, which says nothing; "
+                           "pass the BF16 run")
     # RUN/eval/ has one writer job, never while a run writes the videos: rank 0 holds the lock for every rank
     with runlock.hold(run_folder.path) if scoring.leads() else contextlib.nullcontext():
         if reference is not None and fidelity_metrics and ranks > 1:
