@@ -106,6 +106,8 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", "--out", out, "--preset", "sub/nowhere.toml"], f"shaped like {REPO / 'scenarios' / 'mlperf.toml'}"),
         (["run", "--out", out, *SMALL, "--schedule", "mxfp4:" + ",".join(["0"] * 200) + ",99"], "99"),
         (["sweep", "--out", out, *SMALL, "--schedules", f"bf16,{long_name}"], long_name[:40]),
+        (["sweep", "--out", out, *SMALL, "--schedules", ""], "--schedules is empty"),
+        (["sweep", "--out", out, *SMALL, "--schedule", " "], "--schedule is empty"),
         (["schedules", "--steps", "0"], "--steps"),
         (["schedules", "--steps", "100000000"], "--steps"),
         (["schedules", "--layers", "-1"], "--layers"),
