@@ -3,6 +3,7 @@ a plan with a bad field is refused in one line before anything is written."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -128,8 +129,15 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
     ({"scenarios": ["Offline"]}, "scenarios: unknown field"),
     ({"preset": "nowhere.toml"}, "preset: unknown preset"),
     ({"settings": {"frames": 4}}, "settings: frames must be 4k+1"),
+    ({"settings": {"steps": 10**11}}, "settings: steps must be 1-1000"),
     ({"performance": {"SingleStream": {"count": 0}}}, "performance.SingleStream.count: must be positive"),
     ({"performance": {"Server": {}}}, "performance.Server: unknown field"),
+    ({"performance": {"SingleStream": {"count": 10**17}}}, "performance.SingleStream.count: must be positive and at"),
+    ({"performance": {"SingleStream": {"time": math.nan}}}, "performance.SingleStream.time: must be at least 0"),
+    ({"performance": {"Offline": {"target_qps": math.inf}}}, "performance.Offline.target_qps: must be positive"),
+    ({"accuracy": False, "metrics": []}, "accuracy: is false and no [performance.*] table"),
+    ({"out": "runs\u0000x"}, "out: a path holds no NUL byte"),
+    ({"speed": {"offload": True}}, "speed: --offload moves weights"),
     ({"prompts": {"count": "two"}}, "prompts.count: expected int"),
     ({"accuracy": False}, "metrics: scores the accuracy sweep's videos"),
 ])
@@ -146,6 +154,8 @@ def test_a_bad_plan_field_is_named_in_one_line_and_nothing_is_written(tmp_path, 
 
 
 def _toml(value) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # TOML spells them nan, inf and -inf
     return json.dumps(value)
 
 

@@ -59,6 +59,11 @@ def _bad_files(root: Path) -> dict[str, Path]:
         "list.json": b"[1, 2, 3]",
         "no-rows.json": json.dumps({"shape": [1, 1, 8, 8], "formats": ["bf16"], "rows": [{}], "seeds": 1,
                                     "seed_range": [0, 1], "device": "cpu"}).encode(),
+        "rows-not-objects.json": b'{"rows": [1, 2]}',
+        "nan-cost.json": json.dumps({"rows": [{"row": "sdpa-cudnn-bf16", "shape": [1, 2, 15, 32],
+                                               "median_ms": float("nan")}]}).encode(),
+        "days-of-steps.toml": re.sub(r"(?m)^steps = .*$", "steps = 99999999999",  # the tiny table's too
+                                     (REPO / "scenarios" / "mlperf.toml").read_text()).encode(),
     }
     for name, data in files.items():
         (root / name).write_bytes(data)
@@ -97,8 +102,12 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", "--out", out, *SMALL, "--reuse"], "--reuse"),
         (["sweep", "--out", out, *SMALL, "--offload", "--device", "cpu"], "--offload"),
         (["run", "--out", out, *SMALL, "--schedule", str(tmp / "missing.toml")], "missing.toml"),
+        (["run", "--out", out, "--preset", str(files["days-of-steps.toml"])], "steps must be 1-1000"),
+        (["run", "--out", out, "--preset", "sub/nowhere.toml"], f"shaped like {REPO / 'scenarios' / 'mlperf.toml'}"),
         (["run", "--out", out, *SMALL, "--schedule", "mxfp4:" + ",".join(["0"] * 200) + ",99"], "99"),
         (["sweep", "--out", out, *SMALL, "--schedules", f"bf16,{long_name}"], long_name[:40]),
+        (["sweep", "--out", out, *SMALL, "--schedules", ""], "--schedules is empty"),
+        (["sweep", "--out", out, *SMALL, "--schedule", " "], "--schedule is empty"),
         (["schedules", "--steps", "0"], "--steps"),
         (["schedules", "--steps", "100000000"], "--steps"),
         (["schedules", "--layers", "-1"], "--layers"),
@@ -121,6 +130,10 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
           "--official-checker", str(tmp / "no-checkout")], "--official-checker"),
         (["submission", "--check", str(tmp), "--official-checker", str(files["garbage.json"])], "garbage.json"),
     ]
+    cases += [(["tune", "--budget", "ssim>=1.5", "--out", out, *SMALL], "ssim is at best 1"),
+              (["tune", "--budget", "lpips<=-0.1", "--out", out, *SMALL], "lpips is at best 0")]
+    for name, said in (("rows-not-objects.json", "rows-not-objects.json"), ("nan-cost.json", "median_ms nan")):
+        cases.append((["tune", "--budget", "psnr>=30", "--out", out, *SMALL, "--costs", str(files[name])], said))
     for name in ("empty.toml", "bad-syntax.toml", "wrong-types.toml", "not-a-table.toml", "absurd.toml",
                  "description.toml", "latin1.toml"):
         cases.append((["run", "--out", out, *SMALL, "--schedule", str(files[name])], name))
@@ -325,6 +338,8 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
     mine = _users_folder(tmp_path / "mywork")
     run = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
     inside_run = run / "videos"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{mine}"\n')
     cases = [
         (["run", "--out", str(mine), *SMALL], str(mine)),
         (["sweep", "--out", str(mine), *SMALL], str(mine)),
@@ -332,12 +347,16 @@ def test_every_writer_refuses_a_folder_it_did_not_write_and_deletes_nothing(tmp_
         (["compare", str(run), "--out", str(tmp_path / "cmp"), "--html", str(mine)], str(mine)),
         (["compare", str(run), "--out", str(tmp_path / "cmp"), "--html", str(run / "page")], "inside the run"),
         (["compare", str(run), "--out", str(inside_run)], str(inside_run)),
+        (["compare", str(run), "--out", str(tmp_path / "both"), "--html", str(tmp_path / "both")], "--html"),
+        (["compare", str(run), "--out", str(tmp_path / "pg" / "cmp"), "--html", str(tmp_path / "pg")], "holds --out"),
         (["compare", str(run), "--out", str(run)], "a run folder, not a comparison"),
         (["sweep", "--out", str(run), *SMALL], "a run folder, not a sweep"),
         (["submission", "--runs", str(run), "--out", str(mine), "--submitter", "org", "--system", "x"], str(mine)),
         (["run", "--out", str(mine / ".notes.tmp"), *SMALL], ".notes.tmp"),
         (["tune", "--budget", "psnr>=35", "--out", str(mine)], str(mine)),
         (["tune", "--budget", "psnr>=35", "--out", str(run)], "a run folder, not a tune folder"),
+        (["campaign", str(plan), "--dry-run"], str(mine)),
+        (["eval", str(run), "--reference", str(run), "--metrics", "psnr"], "is RUN itself"),
     ]
     before = _tree(tmp_path)
     for args, culprit in cases:

@@ -207,10 +207,18 @@ def test_groups_cover_every_cell_once_and_carry_its_calls(granularity, count):
     assert sum(g.error["mxfp8"] for g in grouped) == pytest.approx(sum(r["rel_l2"] for r in table) / 8)
 
 
-def test_a_quick_bench_prices_every_format_with_the_kernel_a_run_would_use(one_thread):
+def test_a_quick_bench_prices_every_format_with_the_kernel_a_run_would_use(one_thread, monkeypatch):
+    import warnings
+
     import torch
 
-    measured = costs.bench_here((1, 2, 48, 32), ("bf16", "mxfp8"), torch.device("cpu"), "auto")
+    from fsbench.kernels import dropin
+
+    monkeypatch.setattr(dropin, "_warned", [])  # the drop-in warns once per process: as if none had yet
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        measured = costs.bench_here((1, 2, 48, 32), ("bf16", "mxfp8"), torch.device("cpu"), "auto")
+    assert not seen, [str(w.message) for w in seen]  # the drop-in's advice to a script, not to `fsbench tune`
     assert set(measured.ms) == {"bf16", "mxfp8"} and all(ms > 0 for ms in measured.ms.values())
     assert measured.source["measured_here"] == "cpu" and measured.source["impl"]["mxfp8"] == "emulate"
 

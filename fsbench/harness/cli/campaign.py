@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from fsbench.folders import refuse_foreign
 from fsbench.harness.cli import evaluate, params
 from fsbench.harness.run import lock, plan as plans
 
@@ -24,6 +25,7 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
     plan = plans.load(plan_file)
     if out is not None:
         plan = dataclasses.replace(plan, out=out)
+    refuse_foreign(plan.out, "campaign")  # the plan's own `out` as --out is checked, before a dry run says "to run"
     work = Campaign(plan)
     if dry_run:
         steps = work.pending()

@@ -56,6 +56,9 @@ def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | Non
     incomplete: list[str] = []
     if fidelity_metrics and reference is None:
         raise FsbenchError("PSNR, SSIM and LPIPS need --reference BF16_RUN (or pass --metrics vbench)")
+    if fidelity_metrics and reference is not None and reference.resolve() == run_folder.path.resolve():
+        raise FsbenchError(f"--reference {reference} is RUN itself: its videos match themselves, which says nothing; "
+                           "pass the BF16 run")
     # RUN/eval/ has one writer job, never while a run writes the videos: rank 0 holds the lock for every rank
     with runlock.hold(run_folder.path) if scoring.leads() else contextlib.nullcontext():
         if reference is not None and fidelity_metrics and ranks > 1:
@@ -145,6 +148,11 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
 
     if link and html_dir is None:
         raise FsbenchError("--link only applies to the page: pass --html DIR too")
+    if html_dir is not None:  # checked before the table is written
+        page, table = Path(os.path.abspath(html_dir)), Path(os.path.abspath(out))
+        if page == table or page in table.parents:
+            raise FsbenchError(f"--html {html_dir} {'is' if page == table else 'holds'} --out {out}: the page needs a "
+                               f"folder of its own, such as {out / 'html'}")
     paths = comparison.compare(list(runs), out, frame=frame, prompts=list(prompts))
     click.echo(paths["md"].read_text())
     for kind in ("md", "csv", "json", "speedup"):

@@ -12,17 +12,15 @@ import click
 
 from fsbench.errors import FsbenchError
 from fsbench.folders import refuse_foreign
+from fsbench.harness.mlperf.loadgen import (
+    MAX_COUNT as MAX_COUNT,
+    MAX_TARGET_LATENCY_MS as MAX_TARGET_LATENCY_MS,
+    MAX_TARGET_QPS as MAX_TARGET_QPS,
+    MAX_TIME_S as MAX_TIME_S,
+)
 from fsbench.harness.run import presets
+from fsbench.harness.run.presets import MAX_FRAMES as MAX_FRAMES, MAX_SIDE as MAX_SIDE, MAX_STEPS as MAX_STEPS
 
-# Bounds of the LoadGen overrides: beyond them LoadGen allocates per expected query and a typo exhausts memory.
-MAX_COUNT = 1_000_000
-MAX_TIME_S = 7 * 24 * 3600.0
-MAX_TARGET_LATENCY_MS = 24 * 3600 * 1000.0
-MAX_TARGET_QPS = 1000.0
-# Video geometry beyond which the fixed latent alone no longer fits a machine's memory.
-MAX_SIDE = 2048
-MAX_FRAMES = 257
-MAX_STEPS = 1000
 MAX_PROCESSES = 1024
 MAX_SHAPE_ELEMENTS = 2**31  # q, k and v of a B,H,S,D shape on the kernel commands
 

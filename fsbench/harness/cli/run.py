@@ -183,10 +183,11 @@ def sweep(schedules: str | None, schedule_list: tuple[str, ...], out: Path | Non
     are kept."""
     if schedules is not None and schedule_list:
         raise FsbenchError("pass either --schedules A,B or --schedule A --schedule B, not both")
-    names = list(schedule_list) or (schedules or DEFAULT_SWEEP).split(",")
+    names = list(schedule_list) or (DEFAULT_SWEEP if schedules is None else schedules).split(",")
     parsed = [load_schedule(name.strip()) for name in names if name.strip()]
-    if not parsed:
-        raise FsbenchError("--schedules is empty; e.g. --schedules bf16,mxfp8,hybrid")
+    if not parsed:  # an empty value names no schedule: it never means the default list
+        option = "--schedule" if schedule_list else "--schedules"
+        raise FsbenchError(f"{option} is empty; e.g. --schedules bf16,mxfp8,hybrid or --schedule bf16")
     specs = [_prepare(schedule, kw) for schedule in parsed]
     slugs = [orchestrator.schedule_slug(spec.schedule) for spec in specs]
     if len(set(slugs)) != len(slugs):

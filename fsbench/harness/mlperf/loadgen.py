@@ -30,6 +30,11 @@ from fsbench.rundir import BENCHMARK
 SCENARIOS = ("SingleStream", "Offline")
 MODES = ("performance", "accuracy")
 USER_CONF = SCENARIO_DIR / "user.conf"
+# Bounds of the quick-run overrides: beyond them LoadGen allocates per expected query and a typo exhausts memory.
+MAX_COUNT = 1_000_000
+MAX_TIME_S = 7 * 24 * 3600.0
+MAX_TARGET_LATENCY_MS = 24 * 3600 * 1000.0
+MAX_TARGET_QPS = 1000.0
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,10 @@ class Campaign:
         self.layouts = {scenario: team.plan(scenario, plan.model, self.specs[0].settings, 1, None, None, plan.device)
                         for scenario in loadgen.SCENARIOS}  # one process: the same device for every scenario
         self.device = torch.device(self.layouts["Offline"].device)
-        plan.speed.check_device(self.device)
+        try:
+            plan.speed.check_device(self.device)
+        except FsbenchError as exc:
+            raise PlanError(f"{plan.path}: speed: {exc}") from exc
         for opts in plan.performance:  # a bad user.conf or override fails before any work
             loadgen.build_test_settings(opts, len(self.specs[0].prompts.texts))
         self.pixels = asdict(plan.speed)  # what made_with reads of the speed record

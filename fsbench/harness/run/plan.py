@@ -50,6 +50,8 @@ _SETTINGS = {"height": int, "width": int, "frames": int, "steps": int}
 _SPEED = {"compile": bool, "gemm": str, "vae": str, "offload": bool}
 _LOADGEN = {"SingleStream": {"count": int, "time": (int, float), "target_latency_ms": (int, float)},
             "Offline": {"count": int, "time": (int, float), "target_qps": (int, float)}}
+_LIMITS = {"count": loadgen.MAX_COUNT, "time": loadgen.MAX_TIME_S, "target_latency_ms": loadgen.MAX_TARGET_LATENCY_MS,
+           "target_qps": loadgen.MAX_TARGET_QPS}  # `fsbench run`'s bounds of the same overrides
 
 
 class PlanError(FsbenchError):
@@ -180,13 +182,16 @@ class _Reader:
             speed = speed_options.SpeedOptions(**self.table("speed", d.get("speed", {}), _SPEED))
         except FsbenchError as exc:
             raise self.fail("speed", str(exc)) from exc
+        performance = self.performance(d.get("performance", {}))
+        if not performance and not d.get("accuracy", True):
+            raise self.fail("accuracy", "is false and no [performance.*] table is given: the plan makes no run")
         out = d.get("out", str(OUT_ROOT / self.path.stem))
-        if not out.strip():
-            raise self.fail("out", "an empty path names nothing")
+        if not out.strip() or "\0" in out:
+            raise self.fail("out", "an empty path names nothing" if not out.strip() else "a path holds no NUL byte")
         return Plan(self.path, d.get("description", ""), d["model"], preset, parsed, names.index(reference)
                     if reference in names else 0, Path(out), impl, device,
                     self.file("prompts.file", prompts["file"]) if "file" in prompts else None,
-                    prompts.get("count"), overrides, speed, self.performance(d.get("performance", {})),
+                    prompts.get("count"), overrides, speed, performance,
                     d.get("accuracy", True), metrics, d.get("html", True))
 
     def performance(self, value: Any) -> tuple[loadgen.LoadgenOptions, ...]:
@@ -198,8 +203,9 @@ class _Reader:
             field = f"performance.{scenario}"
             table = self.table(field, scenarios[scenario], _LOADGEN[scenario])
             for key, item in table.items():
-                if item < 0 or (item == 0 and key != "time"):
-                    raise self.fail(f"{field}.{key}", f"must be {'at least 0' if key == 'time' else 'positive'}")
+                if not (item >= 0 if key == "time" else item > 0) or not item <= _LIMITS[key]:  # nan fails both
+                    raise self.fail(f"{field}.{key}", f"must be {'at least 0' if key == 'time' else 'positive'} "
+                                                      f"and at most {_LIMITS[key]:.0f}, got {item!r}")
             found.append(loadgen.LoadgenOptions(
                 scenario, "performance", count=table.get("count"),
                 time_s=None if "time" not in table else float(table["time"]),

@@ -15,6 +15,12 @@ except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
 from fsbench.errors import FsbenchError
 from fsbench.paths import SCENARIO_DIR
 
+# Video geometry beyond which the fixed latent alone no longer fits a machine's memory.
+MAX_SIDE = 2048
+MAX_FRAMES = 257
+MAX_STEPS = 1000
+_TYPES = {"int": (int,), "float": (int, float), "str": (str,)}  # a Settings field's annotation -> accepted types
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -60,7 +66,7 @@ def preset_path(preset: str) -> Path:
     if path.suffix == ".toml" and path.is_file():
         return path
     raise FsbenchError(f"unknown preset {preset!r}: name one of {', '.join(preset_names())} or a .toml file "
-                       f"shaped like {builtin.parent / 'mlperf.toml'}")
+                       f"shaped like {SCENARIO_DIR / 'mlperf.toml'}")
 
 
 def preset_name(preset: str) -> str:
@@ -88,11 +94,17 @@ def build_settings(preset: str, model: str, **overrides: Any) -> Settings:
 
 
 def _check(s: Settings) -> None:
-    if s.height <= 0 or s.width <= 0 or s.height % 16 or s.width % 16:
-        raise FsbenchError(f"height and width must be positive multiples of 16, got {s.height}x{s.width}")
-    if s.num_frames < 1 or (s.num_frames - 1) % 4:
-        raise FsbenchError(f"frames must be 4k+1 (e.g. 9, 17, 81), got {s.num_frames}")
-    if s.steps < 1:
-        raise FsbenchError(f"steps must be at least 1, got {s.steps}")
+    """The bounds `fsbench run`'s options have, for a preset file's values too (and so a campaign plan's)."""
+    for field in fields(Settings):
+        value = getattr(s, field.name)
+        if isinstance(value, bool) or not isinstance(value, _TYPES[str(field.type)]):
+            raise FsbenchError(f"{field.name} must be of type {field.type}, got {value!r}")
+    if not (0 < s.height <= MAX_SIDE and 0 < s.width <= MAX_SIDE) or s.height % 16 or s.width % 16:
+        raise FsbenchError(f"height and width must be positive multiples of 16 up to {MAX_SIDE}, "
+                           f"got {s.height}x{s.width}")
+    if not 1 <= s.num_frames <= MAX_FRAMES or (s.num_frames - 1) % 4:
+        raise FsbenchError(f"frames must be 4k+1 up to {MAX_FRAMES} (e.g. 9, 17, 81), got {s.num_frames}")
+    if not 1 <= s.steps <= MAX_STEPS:
+        raise FsbenchError(f"steps must be 1-{MAX_STEPS}, got {s.steps}")
     if not 0.0 < s.boundary_ratio < 1.0:
         raise FsbenchError(f"boundary_ratio must be in (0, 1), got {s.boundary_ratio}")

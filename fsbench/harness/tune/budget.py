@@ -10,6 +10,7 @@ from fsbench.errors import FsbenchError
 
 # Each metric's good direction: PSNR and SSIM grow with fidelity, LPIPS (a distance) shrinks.
 BETTER = {"psnr": ">=", "ssim": ">=", "lpips": "<="}
+BEST = {"ssim": 1.0, "lpips": 0.0}  # what identical videos score: no schedule does better
 _BUDGET = re.compile(r"^\s*([a-z]+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*$")
 
 
@@ -61,6 +62,9 @@ def parse(texts: tuple[str, ...] | list[str]) -> tuple[Budget, ...]:
             raise FsbenchError(f"bad --budget {text!r}: {number!r} is not a number") from None
         if not math.isfinite(bound):
             raise FsbenchError(f"bad --budget {text!r}: the bound must be finite")
+        if metric in BEST and (bound > BEST[metric] if op == ">=" else bound < BEST[metric]):
+            raise FsbenchError(f"bad --budget {text!r}: {metric} is at best {BEST[metric]:g} (identical videos), so "
+                               "no schedule could keep it")
         budgets.append(Budget(metric, op, bound))
     metrics = [b.metric for b in budgets]
     if len(set(metrics)) != len(metrics):

@@ -4,6 +4,7 @@ assumes nothing: on Hopper MXFP6 and MXFP4 run as emulations at FP8 speed, and a
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -61,9 +62,8 @@ def load(path: Path, shape: tuple[int, int, int, int], formats: tuple[str, ...])
     other shapes or lacks a format's row."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        rows = doc["rows"]
-        measured = {(r["row"], tuple(r["shape"])): float(r["median_ms"]) for r in rows if r.get("median_ms")}
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        measured = dict(_timed(r) for r in doc["rows"] if r.get("median_ms") is not None)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise FsbenchError(f"--costs {path}: not a bench JSON of `fsbench kernels bench --json` ({exc})") from exc
     shapes = sorted({s for _, s in measured})
     if shape not in shapes:
@@ -99,13 +99,23 @@ def bench_here(shape: tuple[int, int, int, int], formats: tuple[str, ...], devic
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             start = time.perf_counter()
-            kernels.attention(q, k, v, fmt, impl=chosen, layout="BSHD")
+            kernels.attention(q, k, v, fmt, impl=impls[fmt], layout="BSHD")  # resolved: no advice meant for scripts
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             times.append(1e3 * (time.perf_counter() - start))
         ms[fmt] = statistics.median(times[1:])
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return Costs(shape, ms, {"measured_here": name, "impl": impls, "repeats": QUICK_REPEATS})
+
+
+def _timed(row: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], float]:
+    """((row name, shape), median ms) of one bench row; ValueError where the time is no time a call could take."""
+    ms = float(row["median_ms"])
+    if not (math.isfinite(ms) and ms > 0):
+        raise ValueError(f"row {row['row']!r} has median_ms {row['median_ms']!r}, not a positive time")
+    if not isinstance(row["shape"], list):
+        raise ValueError(f"row {row['row']!r} has shape {row['shape']!r}, not a list such as [1, 40, 75600, 128]")
+    return (str(row["row"]), tuple(int(n) for n in row["shape"])), ms
 
 
 def _text(shape: tuple[int, ...]) -> str:
