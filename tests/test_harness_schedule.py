@@ -1,10 +1,14 @@
 """Schedules map (step, layer) to a format; bad schedules fail with a message naming the problem."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fsbench.errors import FsbenchError
 from fsbench.harness.precision.schedule import builtin_names, load, parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_builtins_are_the_five_documented_schedules():
@@ -88,3 +92,16 @@ def test_toml_file_schedule(tmp_path):
         load(str(path))
     with pytest.raises(FsbenchError, match="not found"):
         load(str(tmp_path / "missing.toml"))
+
+
+def test_a_schedule_and_a_preset_written_with_a_byte_order_mark_read_as_without(tmp_path):
+    from fsbench.harness.run.presets import build_settings
+
+    text = '[[rule]]\nformat = "mxfp8"\nsteps = "*"\n'
+    (tmp_path / "plain.toml").write_text(text, encoding="utf-8")
+    (tmp_path / "marked.toml").write_text(text, encoding="utf-8-sig")  # what Windows editors save
+    assert load(str(tmp_path / "marked.toml")).resolve(3, 2).by_step() == \
+        load(str(tmp_path / "plain.toml")).resolve(3, 2).by_step() == ["mxfp8"] * 3
+    preset = (ROOT / "scenarios" / "mlperf.toml").read_text(encoding="utf-8")
+    (tmp_path / "mlperf.toml").write_text(preset, encoding="utf-8-sig")  # named by its file: the same name
+    assert build_settings(str(tmp_path / "mlperf.toml"), "tiny") == build_settings("mlperf", "tiny")

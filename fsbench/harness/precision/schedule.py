@@ -126,7 +126,7 @@ def parse_spec(spec: str, name: str | None = None, description: str = "") -> Sch
 def load_file(path: Path) -> Schedule:
     """Read a schedule TOML file (`description`, `[[rule]]` tables with format/steps/layers)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no TOML error
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise FsbenchError(f"cannot read schedule file {path}: {exc}") from exc
     entries = data.get("rule")

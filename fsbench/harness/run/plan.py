@@ -84,7 +84,7 @@ class Plan:
 def load(path: Path) -> Plan:
     """Read and check the plan at `path`; PlanError names the first bad field."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no TOML error
     except OSError as exc:
         raise FsbenchError(f"cannot read plan {path}: {exc.strerror}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
