@@ -45,7 +45,7 @@ def test_presets_follow_the_mlperf_reference_and_tiny_runs_small():
 
 
 @pytest.mark.parametrize("override, message", [
-    (dict(height=100), "multiples of 16"), (dict(num_frames=8), "4k\\+1"), (dict(steps=0), "at least 1")])
+    (dict(height=100), "multiples of 16"), (dict(num_frames=8), "4k\\+1"), (dict(steps=0), "steps must be 1-")])
 def test_bad_overrides_are_user_errors(override, message):
     with pytest.raises(FsbenchError, match=message):
         build_settings("mlperf", "tiny", **override)
