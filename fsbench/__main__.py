@@ -27,6 +27,11 @@ def main() -> None:
     except KeyboardInterrupt:  # in the CLI's imports
         print(f"fsbench: {interrupts.message()}", file=sys.stderr, flush=True)
         _leave(interrupts.INTERRUPTED)
+    except Exception:  # a press inside an extension's import surfaces as its own error: still one line, 130
+        if not interrupts.was_pressed():
+            raise
+        print(f"fsbench: {interrupts.message()}", file=sys.stderr, flush=True)
+        _leave(interrupts.INTERRUPTED)
     except SystemExit as exc:
         if exc.code == interrupts.INTERRUPTED:
             _leave(interrupts.INTERRUPTED)

@@ -14,6 +14,7 @@ from fsbench import rundir
 
 INTERRUPTED = 130  # the shell's code for a process that SIGINT ended
 _WATCHED: list[tuple[Path, tuple[str, ...]]] = []
+_PRESSED: list[bool] = []  # set by the first press
 
 
 def exit_now(signum: int = signal.SIGINT, frame: FrameType | None = None) -> None:
@@ -23,14 +24,22 @@ def exit_now(signum: int = signal.SIGINT, frame: FrameType | None = None) -> Non
 
 
 def _first_press(signum: int, frame: FrameType | None) -> None:
+    _PRESSED.append(True)
     signal.signal(signal.SIGINT, exit_now)
     raise KeyboardInterrupt
+
+
+def was_pressed() -> bool:
+    """Whether Ctrl-C was pressed since `install`: a press inside a C extension's import (numpy's, under torch) can
+    surface as another error, such as an ImportError when the half-loaded module is imported again."""
+    return bool(_PRESSED)
 
 
 def install() -> None:
     """Make the first Ctrl-C a KeyboardInterrupt that arms `exit_now` for the second (main thread only); a new
     command watches no folder yet."""
     _WATCHED.clear()
+    _PRESSED.clear()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _first_press)
 
