@@ -185,7 +185,7 @@ ROUTED = {  # calls the kernels cannot compute: under patch, torch's SDPA comput
     "is_causal": (_shaped((1, 2, 16, 32)), {"is_causal": True}),
     "dropout_p": (_shaped((1, 2, 16, 32)), {"dropout_p": 0.5}),
     "enable_gqa": (_shaped((1, 4, 16, 32), (1, 2, 16, 32)), {"enable_gqa": True}),
-    "nested dims": (_shaped((16, 32)), {}),
+    "2-D": (_shaped((16, 32)), {}),
 }
 
 
@@ -208,6 +208,15 @@ def test_patch_leaves_torchs_own_errors_to_torch():
     with fsbench.patch("mxfp8", impl="emulate"), pytest.raises(RuntimeError) as patched:
         F.scaled_dot_product_attention(q, k, v)
     assert str(patched.value) == str(native.value)
+
+
+@pytest.mark.parametrize("case, named", [("value head dim", "value head dim"), ("float64", "float64"),
+                                         ("head dim 48", "head dim 48"), ("2-D", "fewer than 3 dims")])
+def test_sdpa_refuses_shapes_and_dtypes_the_kernels_do_not_take_in_one_line(case, named):
+    (q, k, v), _ = ROUTED[case]
+    with pytest.raises(ValueError) as raised:
+        fsbench.sdpa(q, k, v, fmt="mxfp8", impl="emulate")
+    assert named in str(raised.value) and "\n" not in str(raised.value)
 
 
 COMPUTED = {  # calls the kernels compute: the kernels' output, torch's shape, close to torch's values
