@@ -292,6 +292,13 @@ def test_an_unknown_format_is_a_value_error_naming_the_formats(fmt):
         pass
 
 
+def test_patch_refuses_an_unknown_impl_before_it_switches_anything():
+    original = F.scaled_dot_product_attention
+    with pytest.raises(ValueError, match="emulate"), fsbench.patch("mxfp8", impl="emulator"):
+        pass
+    assert F.scaled_dot_product_attention is original
+
+
 def test_help_on_sdpa_documents_the_call():
     text = pydoc.render_doc(fsbench.sdpa, renderer=pydoc.plaintext)
     for needed in ("attn_mask", "enable_gqa", "fmt", "mxfp6", "straight-through", "NaN", "3-D", "torch's SDPA"):

@@ -25,11 +25,13 @@ from fsbench.kernels.dropin import computes, running, sdpa
 @contextlib.contextmanager
 def patch(fmt: str = "mxfp8", impl: str = registry.AUTO) -> Iterator[None]:
     """Route SDPA and diffusers' active attention backend through `fsbench.sdpa` in `fmt` for the block; a
-    ValueError, as `fsbench.sdpa` gives, for a format other than mxfp8, mxfp6 and mxfp4."""
+    ValueError, as `fsbench.sdpa` gives, for a format other than mxfp8, mxfp6 and mxfp4 or an unknown impl."""
     if fmt not in diffusers_backends.MX_FORMATS:
         why = "; bf16 is what SDPA computes already" if fmt == "bf16" else ""
         raise ValueError(f"fsbench.patch takes an MX format ({', '.join(diffusers_backends.MX_FORMATS)}), got "
                          f"{fmt!r}{why}")
+    if impl != registry.AUTO:
+        registry.get(impl)  # an unknown impl: a ValueError naming the known ones before anything is switched
     functional = torch.nn.functional
     original = functional.scaled_dot_product_attention
     with contextlib.ExitStack() as stack:
