@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from fsbench.kernels.dropin import sdpa
     from fsbench.kernels.prologue import Prologue
     from fsbench.kernels.stats import AttentionStats
 
@@ -24,16 +25,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxf
 
     warn_if_emulated(fmt, impl, q.device, q.shape[-1])
     return _attention(q, k, v, fmt, impl=impl, layout=layout, **options)
-
-
-def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
-         dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False, *,
-         fmt: str = "mxfp8", impl: str = "auto") -> torch.Tensor:
-    """`attention` with the signature of `torch.nn.functional.scaled_dot_product_attention` (BHSD); see
-    `kernels.dropin`."""
-    from fsbench.kernels.dropin import sdpa as _sdpa
-
-    return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, fmt=fmt, impl=impl)
 
 
 def attention_with_stats(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8", *,
@@ -67,6 +58,19 @@ def auto_fallback(fmt: str, device: torch.device, head_dim: int) -> str | None:
     from fsbench.kernels.registry import auto_fallback as _auto_fallback
 
     return _auto_fallback(fmt, device, head_dim)
+
+
+_LAZY = {"sdpa": ("fsbench.kernels.dropin", "sdpa")}  # the function itself, so that `help` shows its docstring
+
+
+def __getattr__(name: str) -> Any:
+    """The entry points of `_LAZY`, imported on first access (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    return getattr(importlib.import_module(module), attr)
 
 
 __all__ = ["attention", "attention_prologue", "attention_with_stats", "auto_fallback", "resolve_impl", "sdpa"]

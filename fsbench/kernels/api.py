@@ -14,11 +14,11 @@ from fsbench.kernels.stats import AttentionStats
 
 __all__ = ["FORMATS", "IMPLS", "LAYOUTS", "attention", "attention_prologue", "attention_with_stats", "resolve_impl"]
 LAYOUTS = ("BSHD", "BHSD")
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what the kernels read
 
 
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, impl: str, layout: str) -> None:
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown attention format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    registry.check_format(fmt)
     if impl not in IMPLS:
         raise ValueError(f"unknown attention impl {impl!r}; expected one of {', '.join(IMPLS)}")
     if layout not in LAYOUTS:
@@ -28,7 +28,7 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str, i
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise ValueError(f"{name} must be 4-D ({layout}), got shape {tuple(t.shape)}")
-        if t.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        if t.dtype not in DTYPES:
             raise ValueError(f"{name} must be bfloat16, float16 or float32, got {t.dtype}")
     if k.shape != v.shape:
         raise ValueError(f"k and v shapes differ: {tuple(k.shape)} vs {tuple(v.shape)}")

@@ -131,6 +131,12 @@ HOPPER = tuple(impl.name for impl in TABLE if impl.hopper is not None)  # `fsben
 BF16_CHOICES = (AUTO,) + tuple(impl.name for impl in TABLE if "bf16" in impl.formats)
 
 
+def check_format(fmt: str) -> None:
+    """ValueError naming the formats when `fmt` is none of them."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown attention format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
 def get(name: str) -> Impl:
     """The entry called `name`; ValueError naming the known ones."""
     if name not in BY_NAME:
@@ -144,6 +150,7 @@ def resolve_impl(fmt: str, impl: str, device: torch.device, head_dim: int) -> st
     results/log/), else the Triton kernel; elsewhere the emulator."""
     if impl != AUTO:
         return get(impl).name
+    check_format(fmt)
     return next(entry.name for entry in TABLE if entry.unmet(fmt, device, head_dim) is None)
 
 

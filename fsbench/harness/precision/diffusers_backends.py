@@ -2,20 +2,34 @@
 
 Recent diffusers dispatch every attention of a model through `attention_dispatch`'s backend registry.
 A registered backend receives q, k and v in BSHD after the processor's projections, norms and RoPE, so it runs the
-plain kernel (`fsbench.kernels.attention`, no fused prepass) with one format for every call: self- and
-cross-attention, every step and layer. For a per-step, per-layer schedule use `fsbench.apply`.
+plain kernel (`fsbench.sdpa` on BHSD views: no fused prepass, torch's SDPA gradient backward) with one format for
+every call: self- and cross-attention, every step and layer. A call it cannot compute is a ValueError, except inside
+`fsbench.patch`, which hands such calls to torch's SDPA. For a per-step, per-layer schedule use `fsbench.apply`.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-from fsbench import kernels
+from fsbench.kernels import dropin, registry
 from fsbench.kernels.constants import MX_FORMATS
 
 PREFIX = "fsbench_"
+_patched: contextvars.ContextVar[str | None] = contextvars.ContextVar("fsbench_patch_impl", default=None)
+
+
+@contextlib.contextmanager
+def patched(impl: str) -> Iterator[None]:
+    """For the block (`fsbench.patch`), the backends run `impl` and hand the calls they cannot compute to torch."""
+    token = _patched.set(impl)
+    try:
+        yield
+    finally:
+        _patched.reset(token)
 
 
 def names() -> list[str]:
@@ -63,11 +77,16 @@ def _backend(fmt: str) -> Callable[..., torch.Tensor]:
     def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
                dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                enable_gqa: bool = False) -> torch.Tensor:
-        if attn_mask is not None or is_causal or dropout_p or enable_gqa:
-            raise ValueError(f"attention backend {PREFIX}{fmt} computes non-causal attention without a mask, dropout "
-                             "or grouped heads; set it only on models whose attention has none")
-        options: dict[str, Any] = {} if scale is None else {"sm_scale": scale}
-        return kernels.attention(query, key, value, fmt, layout="BSHD", **options)
+        q, k, v = (t.transpose(1, 2) for t in (query, key, value))  # BHSD views, as SDPA takes them
+        impl = _patched.get()
+        if impl is not None and not dropin.computes(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, fmt, impl):
+            gqa = {"enable_gqa": True} if enable_gqa else {}  # only where given: older torch has no such argument
+            return dropin.torch_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale=scale, **gqa).transpose(1, 2)
+        refused = dropin.unsupported(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, fmt)
+        if refused:
+            raise ValueError(f"attention backend {PREFIX}{fmt} computes attention without {refused}; set it only on "
+                             "models whose attention has none")
+        return dropin.sdpa(q, k, v, scale=scale, fmt=fmt, impl=impl or registry.AUTO).transpose(1, 2)
 
     attend.__name__ = f"{PREFIX}{fmt}_attention"
     return attend
