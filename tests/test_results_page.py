@@ -120,8 +120,20 @@ def test_the_calibration_sets_each_cudnn_row_beside_nvidias_figure_for_its_preci
     rows = [line for line in page if line.startswith("| 4096") or line.startswith("| 16384")]
     assert rows == [
         "| 16384 | 702 (BF16) | `cudnn-bf16@9.27.0` | (1,64,16384,128), 8 | NVIDIA H100 80GB HBM3, - | the call "
-        "| 600.0 | 0.85x |",
-        "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | the call | 800.0 | 0.82x |",
+        "| 600.0 | 0.85x | - | - |",
+        "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | the call | 800.0 | 0.82x "
+        "| - | - |",
         "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | kernel alone | 950.0 "
-        "| 0.98x |"]
+        "| 0.98x | - | - |"]
     assert len([line for line in page if line.startswith("| ")]) == 3 + 1  # the header and the three rows
+
+
+def test_the_calibration_scales_a_row_with_a_measured_clock_to_the_cards_top_clock(tmp_path, monkeypatch):
+    data = json.loads((render.RESULTS / "h100/kernels/bench_25611d1.json").read_text())
+    data["rows"] = [_row("cudnn-fp8", [1, 64, 32768, 128], 880.0, kv_heads=8, kernel_tflops=990.0,
+                         back_to_back={"clock_mhz": 1650.0})]
+    _results_with(tmp_path, monkeypatch, "calibrate.json", data)
+    page = render.render("{{ c }}", (render.Table("c", render.calibration, ("h100/calibrate.json",)),))
+    # 990 TFLOP/s at 1.65 GHz is 600 per GHz: 1188 at the H100's 1980 MHz, 1.12x NVIDIA's 1062
+    assert "| kernel alone | 990.0 | 0.93x | 600.0 | 1188 at 1980 MHz, 1.12x |" in page
+    assert "| the call | 880.0 | 0.83x | 533.3 | 1056 at 1980 MHz, 0.99x |" in page
