@@ -30,7 +30,6 @@ import click
 REPO = Path(__file__).resolve().parents[1]
 STATE = "front_page.json"
 PROMPTS = "benchmarks/prompts.txt"  # the queries' prompts, so that no dataset is needed on the node
-TUNE_BUDGETS = ("psnr>=25", "ssim>=0.8")
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,7 @@ def _step_pair(gemm: str) -> Callable[[Path, str], list[str]]:
 
 
 def _tune(out: Path, py: str) -> list[str]:
-    budgets = [word for b in TUNE_BUDGETS for word in ("--budget", b)]
-    return ["bash", "benchmarks/tune.sh", "--out", str(out), "--prompts", PROMPTS, *budgets]
+    return ["bash", "benchmarks/tune.sh", "--out", str(out), "--prompts", PROMPTS]
 
 
 def _peer_sources() -> str | None:

@@ -5,4 +5,8 @@
 #
 #   benchmarks/front_page.sh --out DIR [--minutes N]   -> DIR/<step>/, DIR/<step>.log, DIR/front_page.json
 set -euo pipefail
+if [[ ${1:-} != --out || -z ${2:-} ]]; then
+  echo "usage: benchmarks/front_page.sh --out DIR [--minutes N]" >&2
+  exit 2
+fi
 exec "${PYTHON:-python3}" "$(dirname "$0")/front_page.py" "$@"
