@@ -28,6 +28,7 @@ from pathlib import Path
 import click
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's fsbench, also where this file is imported
 STATE = "front_page.json"
 PROMPTS = "benchmarks/prompts.txt"  # the queries' prompts, so that no dataset is needed on the node
 
@@ -49,16 +50,16 @@ class Step:
     what: str
     command: Callable[[Path, str], list[str]]  # (the step's folder, the Python to run) -> argv, run in the repo
     outputs: tuple[Output, ...]
-    missing: Callable[[], str | None] = lambda: None  # why the step cannot run here, None where it can
+    missing: Callable[[Path], str | None] = lambda out: None  # (DIR) -> why the step cannot run, None where it can
 
 
 def _script(name: str) -> Callable[[Path, str], list[str]]:
     return lambda out, py: ["bash", f"benchmarks/{name}", "--out", str(out)]
 
 
-def _query(schedule: str) -> Callable[[Path, str], list[str]]:
+def _query(schedule: str, *extra: str) -> Callable[[Path, str], list[str]]:
     return lambda out, py: [py, "benchmarks/queries.py", "--out", str(out), "--schedule", schedule, "--config",
-                            "optimized", "--prompts", PROMPTS]
+                            "optimized", "--prompts", PROMPTS, *extra]
 
 
 def _step_pair(gemm: str) -> Callable[[Path, str], list[str]]:
@@ -69,10 +70,31 @@ def _tune(out: Path, py: str) -> list[str]:
     return ["bash", "benchmarks/tune.sh", "--out", str(out), "--prompts", PROMPTS]
 
 
-def _peer_sources() -> str | None:
+def _peer_sources(out: Path) -> str | None:
     if (REPO / "build/peers-src/SOURCES.txt").is_file():
         return None
     return "no peer sources in build/peers-src (scripts/peer_sources.sh lays them out on a connected machine)"
+
+
+def _fa3_faster(out: Path) -> str | None:
+    """None where the peers step found FlashAttention-3's BF16 forward faster than every other BF16 row at the
+    main shape (then the bf16 query through it is the end-to-end baseline); else why that query is not run."""
+    from fsbench.kernels.tools.bench import BF16_ROWS, SHAPES  # torch: only where this step is considered
+
+    main = list(SHAPES[0])
+    try:
+        rows = json.loads((out / "peers" / "bench.json").read_text())["rows"]
+    except (OSError, ValueError, KeyError):
+        return "the peers step has not benched fa3-bf16 in this folder"
+    at = {r["row"]: r["tflops"] for r in rows if r["shape"] == main and r["row"] in BF16_ROWS}
+    others = {name: tflops for name, tflops in at.items() if name != "fa3-bf16"}
+    if "fa3-bf16" not in at or not others:
+        return "the peers bench lacks fa3-bf16 or another BF16 row at the main shape"
+    best = max(others, key=others.__getitem__)
+    if at["fa3-bf16"] <= others[best]:
+        return (f"fa3-bf16 ({at['fa3-bf16']:.1f} TFLOP/s) is not faster than {best} ({others[best]:.1f}) at "
+                f"{tuple(main)}: the bf16 schedule's default SDPA stays the end-to-end baseline")
+    return None
 
 
 STEPS = (
@@ -100,12 +122,15 @@ STEPS = (
     Step("peers", 9, "FlashAttention-3 and SageAttention2 built here, then the kernel table with every BF16 row "
          "(benchmarks/peers.sh)", _script("peers.sh"),
          (Output("bench.json", "kernels/bench_peers_{commit}.json", ("peers", "headline")),), _peer_sources),
+    Step("queries-bf16-fa3", 8, "a real 720p bf16 query through FlashAttention-3's BF16 forward, where the peers "
+         "step found it the fastest BF16 kernel (benchmarks/queries.py --bf16-impl fa3)", _query("bf16", "--bf16-impl",
+                                                                                               "fa3"),
+         (Output("optimized-bf16", "e2e/queries_{commit}/bf16-fa3", ("queries-optimized",)),), _fa3_faster),
 )
 
 
 def commit() -> str:
     """The commit of the tree that runs (FSBENCH_COMMIT names it where the tree travelled without git)."""
-    sys.path.insert(0, str(REPO))
     from fsbench.harness.run.writer import git_commit
 
     return git_commit() or "unknown"
@@ -162,7 +187,7 @@ def refresh(out: Path, minutes: float) -> int:
         if left or spent + step.minutes > minutes:
             left.append(step)
             continue
-        why = step.missing()
+        why = step.missing(out)
         if why:
             click.echo(f"{number}. {step.name}: cannot run here: {why}")
             cannot.append(step)

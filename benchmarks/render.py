@@ -76,6 +76,7 @@ class Table:
     kind: Callable[..., tuple[list[str], Rows]]
     sources: tuple[str, ...]
     options: dict[str, Any] = field(default_factory=dict)
+    plot: str = ""  # where given, the alt text of the first source's plot (its path, .png) above the table
 
 
 # ---- provenance ---------------------------------------------------------------------------------------------------
@@ -300,7 +301,9 @@ def queries(sources: list[Source]) -> tuple[list[str], Rows]:
             energy = f" ({joules / base['profile']['energy']['joules_per_video']:.2f}x)"
         steps = p["step_by_format"].values()
         clock = p["clock"]
-        rows.append([f"[{m['schedule']['name']}]({s.path})", f"{latency:.2f}", speed, f"{joules:.0f}{energy}",
+        impl = ((m["results"]["SingleStream"]["performance"].get("speed") or {}).get("bf16_impl") or "auto")
+        label = m["schedule"]["name"] + ("" if impl == "auto" else f", bf16 through {impl}")
+        rows.append([f"[{label}]({s.path})", f"{latency:.2f}", speed, f"{joules:.0f}{energy}",
                      " / ".join(_f(f["total_s"], 2) for f in steps),
                      " / ".join(_f(f["self_attention_s"], 2) for f in steps),
                      " / ".join(_f(f["rest_s"], 3) for f in steps),
@@ -384,7 +387,8 @@ QUERIES_OPTIMIZED = ("h200/e2e/queries_97f8d2f/bf16", "h200/e2e/queries_97f8d2f/
                      "h200/e2e/queries_75fd5c3/hybrid")
 TABLES = (
     Table("peers", bench_by_kernel, ("h200/kernels/bench_peers_f338843.json",)),
-    Table("sweep", sweep, ("h200/kernels/sweep_f338843.json",)),
+    Table("sweep", sweep, ("h200/kernels/sweep_f338843.json",),
+          plot="TFLOP/s and TFLOP/J against sequence length"),
     Table("row-kernels", row_kernels, ("h200/kernels/row_kernels_08f9136_75600.json",
                                        "h200/kernels/row_kernels_08f9136_32768.json")),
     Table("h100-bench", bench_by_shape, ("h100/kernels/bench_25611d1.json",)),
@@ -422,7 +426,9 @@ def render_table(table: Table) -> list[str]:
     if not sources:
         return ["Not measured yet: `benchmarks/front_page.sh` runs it."]
     header, rows = table.kind(sources, **table.options)
-    return [*_markdown(header, rows), "", *provenance(sources)]
+    figure = Path(sources[0].path).with_suffix(".png").as_posix()
+    plot = [f"![{table.plot}]({figure})", ""] if table.plot and (RESULTS / figure).is_file() else []
+    return [*plot, *_markdown(header, rows), "", *provenance(sources)]
 
 
 def render(template: str, tables: tuple[Table, ...] | None = None) -> str:

@@ -156,3 +156,22 @@ def test_render_from_publishes_each_finished_step_under_its_card_beside_the_othe
     assert set(figures) == {"headline", "peers", "check"}
     with pytest.raises(render.RenderError, match="holds no finished step"):
         render.publish(tmp_path / "empty")
+
+
+def _bench(folder: Path, rows: dict[str, float]) -> None:
+    folder.mkdir(parents=True)
+    (folder / "bench.json").write_text(json.dumps({"rows": [
+        {"row": name, "shape": [1, 40, 75600, 128], "tflops": tflops} for name, tflops in rows.items()]}))
+
+
+def test_the_bf16_query_through_fa3_runs_only_where_the_peers_bench_found_it_the_fastest_bf16_kernel(tmp_path):
+    front_page = load_script("front_page", "benchmarks")
+    (step,) = [s for s in front_page.STEPS if s.name == "queries-bf16-fa3"]
+    assert "has not benched fa3-bf16" in step.missing(tmp_path)
+    _bench(tmp_path / "slower" / "peers", {"sdpa-cudnn-bf16": 554.5, "cudnn-bf16": 554.7, "fa3-bf16": 540.0})
+    assert step.missing(tmp_path / "slower") == (
+        "fa3-bf16 (540.0 TFLOP/s) is not faster than cudnn-bf16 (554.7) at (1, 40, 75600, 128): the bf16 "
+        "schedule's default SDPA stays the end-to-end baseline")
+    _bench(tmp_path / "faster" / "peers", {"sdpa-cudnn-bf16": 554.5, "fa3-bf16": 600.0, "cudnn-fp8": 800.0})
+    assert step.missing(tmp_path / "faster") is None
+    assert step.command(tmp_path, "py")[-2:] == ["--bf16-impl", "fa3"]
