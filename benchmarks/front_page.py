@@ -136,15 +136,21 @@ def commit() -> str:
     return git_commit() or "unknown"
 
 
+class StateError(Exception):
+    """A DIR whose front_page.json cannot be trusted (one line saying which and why)."""
+
+
 def read_state(out: Path) -> dict:
-    """DIR/front_page.json: {"commit", "device", "steps": {name: {"status", "seconds", "date"}}}; a state of
-    another commit counts for nothing."""
+    """DIR/front_page.json: {"commit", "steps": {name: {"status", "seconds", "exit", "date"}}}; a state of
+    another commit counts for nothing. StateError where it is not such a file."""
     try:
         state = json.loads((out / STATE).read_text())
     except FileNotFoundError:
         return {"steps": {}}
-    except json.JSONDecodeError as e:
-        raise click.ClickException(f"{out / STATE} is not JSON ({e}): move it away to start afresh") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise StateError(f"{out / STATE} cannot be read ({e}): move it away to start afresh") from None
+    if not isinstance(state, dict) or not isinstance(state.get("steps"), dict):
+        raise StateError(f"{out / STATE} is not a state of benchmarks/front_page.sh: move it away to start afresh")
     return state
 
 
@@ -233,7 +239,12 @@ def refresh(out: Path, minutes: float) -> int:
               help="Time budget: a step starts only where its estimate fits what is left.")
 def main(out: Path, minutes: float) -> None:
     """Run the front page's GPU figures into OUT, most valuable first, within MINUTES."""
-    sys.exit(refresh(out.resolve(), minutes))
+    try:
+        code = refresh(out.resolve(), minutes)
+    except StateError as e:
+        click.echo(f"front_page: error: {e}", err=True)
+        code = 2
+    sys.exit(code)
 
 
 if __name__ == "__main__":

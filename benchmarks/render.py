@@ -28,7 +28,7 @@ from typing import Any
 
 # the table kinds beside this file and this checkout's fsbench (their figures), also where this file is imported
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
-from front_page import done_steps, read_state  # noqa: E402
+from front_page import StateError, done_steps, read_state  # noqa: E402
 
 from baseline_tables import calibration, headline  # noqa: E402
 
@@ -470,7 +470,10 @@ def _device_of(path: Path) -> str:
 def publish(out: Path) -> list[str]:
     """Copy what DIR holds for its commit under results/<card>/ and make each table's sources the newest of each
     card (results/figures.json); returns the paths written, relative to results/."""
-    state = read_state(out)
+    try:
+        state = read_state(out)
+    except StateError as e:
+        raise RenderError(str(e)) from None
     steps = done_steps(out, state, state.get("commit", ""))
     if not steps:
         raise RenderError(f"{out} holds no finished step of benchmarks/front_page.sh")

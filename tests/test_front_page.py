@@ -73,9 +73,10 @@ def node(tmp_path):
 
 
 def front_page(out: Path, minutes: float, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(REPO / "benchmarks/front_page.sh"), "--out", str(out), "--minutes",
-                           str(minutes)], cwd=REPO, env={**env, "PYTHON": env["PYTHON"]}, capture_output=True,
-                          text=True, timeout=120)
+    """benchmarks/front_page.py under this Python, its campaigns under the fake node's (front_page.sh runs both
+    under $PYTHON)."""
+    return subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
+                           str(minutes)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 def _calls(log: Path) -> list[str]:
@@ -93,8 +94,7 @@ def _calls(log: Path) -> list[str]:
 def test_steps_run_by_value_within_the_budget_and_a_second_call_goes_on_where_the_first_stopped(tmp_path, node):
     env, log = node
     out = tmp_path / "fp"
-    first = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
-                            "12"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    first = front_page(out, 12, env)
     assert first.returncode == 0, first.stdout + first.stderr
     # kernels (5 min) and check (2) fit 12 minutes; calibrate (6) would end past them, so it is not started
     assert _calls(log) == ["kernels bench", "kernels check"]
@@ -106,8 +106,7 @@ def test_steps_run_by_value_within_the_budget_and_a_second_call_goes_on_where_th
     assert (out / "kernels" / "bench.json").is_file() and (out / "check" / "check_gluon.json").is_file()
 
     log.unlink()
-    second = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
-                             "12"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    second = front_page(out, 12, env)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "1. kernels: already in" in second.stdout and "2. check: already in" in second.stdout
     # calibrate (6) and the FP8-GEMM step pair (5) fit; the BF16-GEMM pair (5) would not
@@ -119,22 +118,19 @@ def test_a_failed_step_is_named_and_run_again_while_done_steps_of_another_commit
     env, log = node
     out = tmp_path / "fp"
     failing = {**env, "FAKE_FAIL": "kernels check"}
-    first = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
-                            "7"], cwd=REPO, env=failing, capture_output=True, text=True, timeout=120)
+    first = front_page(out, 7, failing)
     assert first.returncode == 1
     assert "2. check: the Gluon" in first.stdout and "FAILED (exit 3; missing check_gluon.json)" in first.stdout
     assert "failed: check" in first.stdout and "left: check (~2 min), calibrate" in first.stdout
     assert json.loads((out / "front_page.json").read_text())["steps"]["check"]["status"] == "failed"
 
     log.unlink()
-    again = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
-                            "2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    again = front_page(out, 2, env)
     assert again.returncode == 0 and _calls(log) == ["kernels check"]
 
     log.unlink()
     other = {**env, "FSBENCH_COMMIT": "b" * 40}
-    third = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
-                            "5"], cwd=REPO, env=other, capture_output=True, text=True, timeout=120)
+    third = front_page(out, 5, other)
     assert third.returncode == 0 and _calls(log) == ["kernels bench"]  # the other commit's kernels are redone
     assert json.loads((out / "front_page.json").read_text())["commit"] == "b" * 40
 
@@ -143,8 +139,7 @@ def test_render_from_publishes_each_finished_step_under_its_card_beside_the_othe
                                                                                               monkeypatch):
     env, _ = node
     out = tmp_path / "fp"
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
-                           "7"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = front_page(out, 7, env)
     assert done.returncode == 0, done.stdout + done.stderr
     monkeypatch.setattr(render, "RESULTS", tmp_path / "results")
     assert render.publish(out) == ["h100/kernels/bench_peers_aaaaaaa.json", "h100/kernels/check_gluon_aaaaaaa.json"]
@@ -156,6 +151,12 @@ def test_render_from_publishes_each_finished_step_under_its_card_beside_the_othe
     assert set(figures) == {"headline", "peers", "check"}
     with pytest.raises(render.RenderError, match="holds no finished step"):
         render.publish(tmp_path / "empty")
+    (out / "front_page.json").write_text("[1]")
+    with pytest.raises(render.RenderError, match="is not a state of benchmarks/front_page.sh"):
+        render.publish(out)
+    refused = subprocess.run(["bash", str(REPO / "benchmarks/front_page.sh"), "--out", str(out)], cwd=REPO,
+                             env={**env, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "move it away" in refused.stderr
 
 
 def _bench(folder: Path, rows: dict[str, float]) -> None:
