@@ -342,8 +342,11 @@ def tune(sources: list[Source]) -> tuple[list[str], Rows]:
     for s in sources:
         tuned = s.data["tune"]
         chosen = (tuned.get("chosen") or {}).get("name")
+        metrics = list(dict.fromkeys(re.split(r"[<>]=", b)[0] for b in tuned["budgets"]))
         for r in sorted(tuned["candidates"], key=lambda r: r["predicted_attention_ms"]):
-            measured = ", ".join(f"{k} {v:.4g}" for k, v in sorted(r["measured"].items()) if v is not None)
+            values = [(m, r["measured"].get(m)) for m in metrics]
+            measured = ", ".join(f"{m} {v:.4g}" if isinstance(v, float) else f"{m} {v}" for m, v in values
+                                 if v is not None)
             rows.append([f"**{r['name']}** (chosen)" if r["name"] == chosen else r["name"], r["kind"],
                          str(r["low_precision_cells"]), f"{r['predicted_attention_ms']:.4g}", measured or "-",
                          "yes" if r["meets_budgets"] else "no"])
