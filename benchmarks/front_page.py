@@ -30,7 +30,7 @@ import click
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # this checkout's fsbench, also where this file is imported
 STATE = "front_page.json"
-PROMPTS = "benchmarks/prompts.txt"  # the queries' prompts, so that no dataset is needed on the node
+PROMPTS = str(REPO / "benchmarks" / "prompts.txt")  # the queries' prompts: no dataset is needed on the node
 
 
 @dataclass(frozen=True)

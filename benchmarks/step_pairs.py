@@ -20,9 +20,10 @@ from typing import Any
 
 import click
 
-from fsbench import files
-from fsbench.errors import FsbenchError
-from fsbench.paths import REPO
+REPO = Path(__file__).resolve().parents[1]  # this checkout: its fsbench runs, wherever another is installed
+sys.path.insert(0, str(REPO))
+from fsbench import files  # noqa: E402
+from fsbench.errors import FsbenchError  # noqa: E402
 
 SCHEDULES = ("bf16", "mxfp8")  # the pair: the baseline first, the ratio is its step time over the other's
 GEMMS = ("fp8", "bf16")
