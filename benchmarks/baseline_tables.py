@@ -27,11 +27,14 @@ def _rows(data: dict) -> list[dict]:
 def calibration(sources: list[Any]) -> tuple[list[str], Rows]:
     """Each cuDNN row at one of NVIDIA's lengths, as the call and as its kernel alone where it was profiled, beside
     NVIDIA's figure for its precision and its ratio to it (a row of another card is compared all the same: the card
-    column says which)."""
+    column says which). Where the row's SM clock was measured, its TFLOP/s per GHz, and that figure at the card's
+    top clock beside NVIDIA's: NVIDIA gives no clock, and under a power cap the clock, not the kernel, can make the
+    gap."""
     header = ["keys", "NVIDIA H200 TFLOP/s", "our row", "our (b,h,s,d), KV heads", "card, MHz", "timed as",
-              "TFLOP/s", "x NVIDIA"]
+              "TFLOP/s", "x NVIDIA", "TFLOP/s per GHz", "at the card's top clock, x NVIDIA"]
     found = []
     for s in sources:
+        top = published.max_clock_mhz(s.device)
         for r in _rows(s.data):
             kind, keys = r["row"].split("@")[0].rsplit("-", 1)[-1], r["shape"][2]
             nvidia = published.FORWARD_TFLOPS.get((kind, keys))
@@ -41,10 +44,14 @@ def calibration(sources: list[Any]) -> tuple[list[str], Rows]:
             mhz = "-" if clock is None else f"{clock:.0f}"
             for timed, value in (("the call", r.get("tflops")), ("kernel alone", r.get("kernel_tflops"))):
                 if value:
+                    per_ghz = None if clock is None else value / (clock / 1e3)
+                    scaled = "-" if per_ghz is None or top is None else (
+                        f"{per_ghz * top / 1e3:.0f} at {top:.0f} MHz, {per_ghz * top / 1e3 / nvidia:.2f}x")
                     found.append(((kind, keys), [str(keys), f"{nvidia:.0f} ({kind.upper()})", f"`{r['row']}`",
                                                  f"{_shape(r['shape'])}, {r.get('kv_heads', r['shape'][1])}",
                                                  f"{s.device}, {mhz}", timed, f"{value:.1f}",
-                                                 f"{value / nvidia:.2f}x"]))
+                                                 f"{value / nvidia:.2f}x",
+                                                 "-" if per_ghz is None else f"{per_ghz:.1f}", scaled]))
     return header, [line for _, line in sorted(found, key=lambda f: f[0])]
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The attention kernels beside their peers at the paper's two shapes, (1,40,75600,128) and (1,24,32768,128): the
 # front page's first table. Every row that runs here is benched: ours (fused mxfp8, conventional FP8, the FP8
-# skeleton), cuDNN BF16 through SDPA, cuDNN FP8 (needs nvidia-cudnn-frontend) and the peers SageAttention2 and
-# FlashAttention-3 FP8 (need the wheels scripts/build_peers.sh builds from scripts/peer_sources.sh's sources).
+# skeleton), cuDNN BF16 through SDPA, cuDNN's own FP8 and BF16 graphs (need nvidia-cudnn-frontend) and the peers
+# SageAttention2 and FlashAttention-3's FP8 and BF16 forward (need the wheels scripts/build_peers.sh builds from
+# scripts/peer_sources.sh's sources), so that the best BF16 row and the best FP8 peer are named from one run.
 # The peers are first checked against BF16 SDPA. Rows round-robin, median of 5, then each row 3 s back to back
 # for its SM clock, board power and TFLOP/J. About 4 minutes on one H100 or H200.
 #
@@ -18,7 +19,8 @@ cd "$(dirname "$0")/.."
 mkdir -p "$out"
 PY=${PYTHON:-python3}
 rows=gluon-fused-mxfp8,gluon-conventional-fp8,skeleton-fp8,sdpa-cudnn-bf16
-for pair in cudnn-fp8:cudnn fa3-fp8:flash_attn_interface sage2-fp8:sageattention._qattn_sm90; do
+for pair in cudnn-bf16:cudnn fa3-bf16:flash_attn_interface cudnn-fp8:cudnn fa3-fp8:flash_attn_interface \
+            sage2-fp8:sageattention._qattn_sm90; do
   "$PY" -c "import ${pair#*:}" 2>/dev/null && rows=${pair%%:*},$rows
 done
 echo "rows: $rows"

@@ -7,7 +7,11 @@ the provenance of each of its sources under it. Adding a figure is adding its JS
 TABLES (a kind below or in baseline_tables.py, and the JSON's path relative to results/). Written by hand because
 the kinds are this project's own JSON layouts; a template engine would add nothing to a one-line placeholder.
 
-usage: python benchmarks/render.py [--check]   (--check: exit 1 where the committed page differs from the render)
+`--from DIR` first publishes what `benchmarks/front_page.sh --out DIR` measured: each step's files are copied
+under results/<card>/ and become the sources of the tables they feed, in results/figures.json, in place of that
+card's older sources (another card's stay).
+
+usage: python benchmarks/render.py [--check | --from DIR]   (--check: exit 1 where the committed page differs)
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import argparse
 import difflib
 import json
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,12 +28,15 @@ from typing import Any
 
 # the table kinds beside this file and this checkout's fsbench (their figures), also where this file is imported
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+from front_page import StateError, done_steps, read_state  # noqa: E402
+
 from baseline_tables import calibration, headline  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("front_page.md")
 RESULTS = REPO / "results"
 PAGE = RESULTS / "README.md"
+FIGURES = "figures.json"  # under RESULTS: table name -> its sources, as `--from` published them
 PLACEHOLDER = re.compile(r"^\{\{ ([\w-]+) \}\}$")
 OUTPUT_OPTIONS = ("--json", "--markdown", "--out")  # machine-local paths, not part of what was measured
 
@@ -68,6 +76,7 @@ class Table:
     kind: Callable[..., tuple[list[str], Rows]]
     sources: tuple[str, ...]
     options: dict[str, Any] = field(default_factory=dict)
+    plot: str = ""  # where given, the alt text of the first source's plot (its path, .png) above the table
 
 
 # ---- provenance ---------------------------------------------------------------------------------------------------
@@ -292,7 +301,9 @@ def queries(sources: list[Source]) -> tuple[list[str], Rows]:
             energy = f" ({joules / base['profile']['energy']['joules_per_video']:.2f}x)"
         steps = p["step_by_format"].values()
         clock = p["clock"]
-        rows.append([f"[{m['schedule']['name']}]({s.path})", f"{latency:.2f}", speed, f"{joules:.0f}{energy}",
+        impl = ((m["results"]["SingleStream"]["performance"].get("speed") or {}).get("bf16_impl") or "auto")
+        label = m["schedule"]["name"] + ("" if impl == "auto" else f", bf16 through {impl}")
+        rows.append([f"[{label}]({s.path})", f"{latency:.2f}", speed, f"{joules:.0f}{energy}",
                      " / ".join(_f(f["total_s"], 2) for f in steps),
                      " / ".join(_f(f["self_attention_s"], 2) for f in steps),
                      " / ".join(_f(f["rest_s"], 3) for f in steps),
@@ -300,6 +311,46 @@ def queries(sources: list[Source]) -> tuple[list[str], Rows]:
                      f"{clock['self_attention']['clock_mhz']:.0f} / {clock['self_attention']['power_w']:.0f}",
                      f"{clock['rest_of_loop']['clock_mhz']:.0f} / {clock['rest_of_loop']['power_w']:.0f}",
                      f"{p['peak_gpu_memory_bytes'] / 2**30:.1f}"])
+    return header, rows
+
+
+def step_pairs(sources: list[Source]) -> tuple[list[str], Rows]:
+    """benchmarks/step_pairs.py JSON: the denoising step of bf16 and mxfp8 in each GEMM configuration, and the
+    ratio of the pair's step times."""
+    header = ["GEMMs", "schedule", "step s", "self-attention s", "rest s", "ms per attention call",
+              "MHz / W during attention", "MHz / W rest of loop", "J per step", "bf16 step / this step"]
+    rows = []
+    for s in sources:
+        base = {r["gemm"]: r["step_s"] for r in s.data["rows"] if r["schedule"] == "bf16"}
+        for r in s.data["rows"]:
+            ratio = base.get(r["gemm"])
+            rows.append([r["gemm"].upper(), r["schedule"], _f(r["step_s"], 2), _f(r["self_attention_s"], 2),
+                         _f(r["rest_s"], 2), _f(r["self_attention_call_ms"], 1),
+                         f"{_f(r['attention_mhz'], 0)} / {_f(r['attention_w'], 0)}",
+                         f"{_f(r['rest_mhz'], 0)} / {_f(r['rest_w'], 0)}", _f(r["joules_per_step"], 0),
+                         "-" if ratio is None else f"**{ratio / r['step_s']:.2f}x**" if r["schedule"] != "bf16"
+                         else "1.00x"])
+    return header, rows
+
+
+def tune(sources: list[Source]) -> tuple[list[str], Rows]:
+    """benchmarks/tune.sh JSON (`fsbench tune`'s tune.json with its wall time): each validated candidate, its
+    predicted attention time and measured fidelity, and the chosen one."""
+    header = ["candidate", "kind", "low-precision cells", "predicted attention ms/query", "measured",
+              "meets budgets"]
+    rows = []
+    for s in sources:
+        tuned = s.data["tune"]
+        chosen = (tuned.get("chosen") or {}).get("name")
+        metrics = list(dict.fromkeys(re.split(r"[<>]=", b)[0] for b in tuned["budgets"]))
+        for r in sorted(tuned["candidates"], key=lambda r: r["predicted_attention_ms"]):
+            values = [(m, r["measured"].get(m)) for m in metrics]
+            measured = ", ".join(f"{m} {v:.4g}" if isinstance(v, float) else f"{m} {v}" for m, v in values
+                                 if v is not None)
+            rows.append([f"**{r['name']}** (chosen)" if r["name"] == chosen else r["name"], r["kind"],
+                         str(r["low_precision_cells"]), f"{r['predicted_attention_ms']:.4g}", measured or "-",
+                         "yes" if r["meets_budgets"] else "no"])
+        rows.append([f"whole tune: {s.data['wall_s'] / 60:.1f} min wall", "-", "-", "-", "-", "-"])
     return header, rows
 
 
@@ -339,13 +390,13 @@ QUERIES_OPTIMIZED = ("h200/e2e/queries_97f8d2f/bf16", "h200/e2e/queries_97f8d2f/
                      "h200/e2e/queries_75fd5c3/hybrid")
 TABLES = (
     Table("peers", bench_by_kernel, ("h200/kernels/bench_peers_f338843.json",)),
-    Table("sweep", sweep, ("h200/kernels/sweep_f338843.json",)),
+    Table("sweep", sweep, ("h200/kernels/sweep_f338843.json",),
+          plot="TFLOP/s and TFLOP/J against sequence length"),
     Table("row-kernels", row_kernels, ("h200/kernels/row_kernels_08f9136_75600.json",
                                        "h200/kernels/row_kernels_08f9136_32768.json")),
     Table("h100-bench", bench_by_shape, ("h100/kernels/bench_25611d1.json",)),
     Table("headline", headline, ("h200/kernels/bench_peers_f338843.json", "h100/kernels/bench_25611d1.json")),
-    Table("calibration", calibration, ("h200/kernels/sweep_f338843.json",
-                                       "h200/kernels/row_kernels_08f9136_32768.json")),
+    Table("calibration", calibration, ("h200/kernels/calibrate_9ba88b2.json",)),
     Table("ab", ab, ("h100/kernels/ab_rowsum_cabfdf5.json", "h100/kernels/ab_persistent_a2aebba.json",
                      "h200/kernels/ab_q_registers_f7255aa.json", "h100/kernels/ab_frozen_codes_358cf33.json")),
     Table("energy", bench_by_shape, ("h100/kernels/energy_rows_358cf33.json",
@@ -354,6 +405,10 @@ TABLES = (
     Table("queries-optimized", queries, QUERIES_OPTIMIZED),
     Table("queries-bf16-gemm", queries, ("h200/e2e/queries_dd6e460/mxfp8",)),
     Table("offload", queries, ("h100/offload_275c0eb/bf16-gemm-mxfp8",)),
+    Table("step-pairs", step_pairs, ("h200/e2e/step_9ba88b2/step_pairs.json",)),
+    Table("kernels-lengths", bench_by_shape, ("h200/kernels/bench_9ba88b2.json",
+                                              "h200/kernels/bench_lengths_9ba88b2.json")),
+    Table("tune", tune, ()),
     Table("table4", table4, ("h200/ablation/table4.json",)),
     Table("table8", table8, ("cpu/table8.json",)),
 )
@@ -363,10 +418,20 @@ def _markdown(header: list[str], rows: Rows) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
+def published() -> dict[str, list[str]]:
+    """results/figures.json: the sources `--from` gave each table (a table not named there keeps TABLES')."""
+    path = RESULTS / FIGURES
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def render_table(table: Table) -> list[str]:
-    sources = [load(path) for path in table.sources]
+    sources = [load(path) for path in published().get(table.name, table.sources)]
+    if not sources:
+        return ["Not measured yet: `benchmarks/front_page.sh` runs it."]
     header, rows = table.kind(sources, **table.options)
-    return [*_markdown(header, rows), "", *provenance(sources)]
+    figure = Path(sources[0].path).with_suffix(".png").as_posix()
+    plot = [f"![{table.plot}]({figure})", ""] if table.plot and (RESULTS / figure).is_file() else []
+    return [*plot, *_markdown(header, rows), "", *provenance(sources)]
 
 
 def render(template: str, tables: tuple[Table, ...] | None = None) -> str:
@@ -389,11 +454,73 @@ def render(template: str, tables: tuple[Table, ...] | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def card(device: str) -> str:
+    """The results/ folder of a card: 'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100'."""
+    match = re.search(r"\b([A-Z]\d{2,3})\b", device)
+    return match.group(1).lower() if match else re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+
+
+def _device_of(path: Path) -> str:
+    """The device a step's output names: a JSON's `device`, a run folder's manifest."""
+    try:
+        if path.is_dir():
+            return json.loads((path / "manifest.json").read_text())["device"]["name"]
+        return json.loads(path.read_text())["device"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RenderError(f"{path} does not name its device ({e})") from None
+
+
+def publish(out: Path) -> list[str]:
+    """Copy what DIR holds for its commit under results/<card>/ and make each table's sources the newest of each
+    card (results/figures.json); returns the paths written, relative to results/."""
+    try:
+        state = read_state(out)
+    except StateError as e:
+        raise RenderError(str(e)) from None
+    steps = done_steps(out, state, state.get("commit", ""))
+    if not steps:
+        raise RenderError(f"{out} holds no finished step of benchmarks/front_page.sh")
+    sha = short_commit(state["commit"]).split("+")[0]
+    figures = published()
+    fresh: dict[str, list[str]] = {}
+    written = []
+    for step in steps:
+        primary = next(out / step.name / o.path for o in step.outputs if o.tables)
+        folder = card(_device_of(primary))
+        for o in step.outputs:
+            source, dest = out / step.name / o.path, f"{folder}/{o.dest.format(commit=sha)}"
+            target = RESULTS / dest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.mp4", "videos"))
+            else:
+                shutil.copyfile(source, target)
+            written.append(dest)
+            for name in o.tables:
+                fresh.setdefault(name, [])
+                if dest not in fresh[name]:
+                    fresh[name].append(dest)
+    defaults = {t.name: list(t.sources) for t in TABLES}
+    for name, paths in fresh.items():
+        cards = {p.split("/")[0] for p in paths}
+        kept = [p for p in figures.get(name, defaults.get(name, [])) if p.split("/")[0] not in cards]
+        figures[name] = paths + kept
+    (RESULTS / FIGURES).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Render results/README.md from its template and the raw JSON.")
-    parser.add_argument("--check", action="store_true", help="exit 1 where results/README.md differs from the render")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--check", action="store_true", help="exit 1 where results/README.md differs from the render")
+    action.add_argument("--from", dest="source", type=Path, metavar="DIR",
+                        help="first publish what benchmarks/front_page.sh --out DIR measured")
     args = parser.parse_args(argv)
     try:
+        if args.source:
+            for path in publish(args.source):
+                print(f"published results/{path}")
         page = render(TEMPLATE.read_text())
     except RenderError as e:
         print(f"fsbench: {e}", file=sys.stderr)

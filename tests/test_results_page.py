@@ -120,8 +120,41 @@ def test_the_calibration_sets_each_cudnn_row_beside_nvidias_figure_for_its_preci
     rows = [line for line in page if line.startswith("| 4096") or line.startswith("| 16384")]
     assert rows == [
         "| 16384 | 702 (BF16) | `cudnn-bf16@9.27.0` | (1,64,16384,128), 8 | NVIDIA H100 80GB HBM3, - | the call "
-        "| 600.0 | 0.85x |",
-        "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | the call | 800.0 | 0.82x |",
+        "| 600.0 | 0.85x | - | - |",
+        "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | the call | 800.0 | 0.82x "
+        "| - | - |",
         "| 4096 | 973 (FP8) | `cudnn-fp8` | (1,64,4096,128), 8 | NVIDIA H100 80GB HBM3, - | kernel alone | 950.0 "
-        "| 0.98x |"]
+        "| 0.98x | - | - |"]
     assert len([line for line in page if line.startswith("| ")]) == 3 + 1  # the header and the three rows
+
+
+def test_the_calibration_scales_a_row_with_a_measured_clock_to_the_cards_top_clock(tmp_path, monkeypatch):
+    data = json.loads((render.RESULTS / "h100/kernels/bench_25611d1.json").read_text())
+    data["rows"] = [_row("cudnn-fp8", [1, 64, 32768, 128], 880.0, kv_heads=8, kernel_tflops=990.0,
+                         back_to_back={"clock_mhz": 1650.0})]
+    _results_with(tmp_path, monkeypatch, "calibrate.json", data)
+    page = render.render("{{ c }}", (render.Table("c", render.calibration, ("h100/calibrate.json",)),))
+    # 990 TFLOP/s at 1.65 GHz is 600 per GHz: 1188 at the H100's 1980 MHz, 1.12x NVIDIA's 1062
+    assert "| kernel alone | 990.0 | 0.93x | 600.0 | 1188 at 1980 MHz, 1.12x |" in page
+    assert "| the call | 880.0 | 0.83x | 533.3 | 1056 at 1980 MHz, 0.99x |" in page
+
+
+def test_the_tune_table_marks_the_chosen_schedule_and_ends_in_the_tunes_wall_time(tmp_path, monkeypatch):
+    def candidate(name: str, ms: float, psnr: float, ok: bool) -> dict:
+        return {"name": name, "kind": "single", "low_precision_cells": 4, "predicted_attention_ms": ms,
+                "measured": {"prompts_compared": 2, "psnr": psnr, "ssim": 0.9}, "meets_budgets": ok}
+
+    summary = {"command": "fsbench tune --model a14b-synthetic --out /scratch/t", "git_commit": "c" * 40,
+               "device": "NVIDIA H100 80GB HBM3", "date": "2026-12-08T01:00:00+00:00", "wall_s": 450.0,
+               "tune": {"budgets": ["psnr>=25", "ssim>=0.8"], "chosen": {"name": "mxfp6"},
+                        "candidates": [candidate("bf16", 900.0, float("inf"), True),
+                                       candidate("mxfp4", 400.0, 21.0, False), candidate("mxfp6", 500.0, 30.5, True)]}}
+    _results_with(tmp_path, monkeypatch, "tune.json", summary)
+    page = render.render("{{ t }}", (render.Table("t", render.tune, ("h100/tune.json",)),)).splitlines()
+    rows = [line for line in page if line.startswith("| ") and "candidate" not in line]
+    assert rows == ["| mxfp4 | single | 4 | 400 | psnr 21, ssim 0.9 | no |",
+                    "| **mxfp6** (chosen) | single | 4 | 500 | psnr 30.5, ssim 0.9 | yes |",
+                    "| bf16 | single | 4 | 900 | psnr inf, ssim 0.9 | yes |",
+                    "| whole tune: 7.5 min wall | - | - | - | - | - |"]
+    assert "`fsbench tune --model a14b-synthetic`; commit `ccccccc`; NVIDIA H100 80GB HBM3" in "\n".join(page)
+    assert render.render("{{ t }}", (render.Table("t", render.tune, ()),)).startswith("Not measured yet")

@@ -33,6 +33,9 @@ FORWARD_MS = {
     ("bf16", 4096): 0.819, ("bf16", 16384): 12.524, ("bf16", 32768): 50.769,
     ("fp8", 4096): 0.565, ("fp8", 16384): 8.335, ("fp8", 32768): 33.120,
 }
+# the most SM MHz each card runs at (NVIDIA's datasheets): a clock-normalised figure scaled to it is what the card
+# would give with no power cap holding its clock down
+MAX_SM_CLOCK_MHZ = {"H200": 1980.0, "H100": 1980.0}
 GPUS = ("H200",)  # the GPUs the figures were measured on (matched against torch's device name)
 
 
@@ -42,3 +45,8 @@ def figure(precision: str, keys: int, device_name: str) -> float | None:
     if not any(gpu in device_name for gpu in GPUS):
         return None
     return FORWARD_TFLOPS.get((precision, keys))
+
+
+def max_clock_mhz(device_name: str) -> float | None:
+    """The highest SM clock of the card `device_name` names (MAX_SM_CLOCK_MHZ), None for another card."""
+    return next((mhz for gpu, mhz in MAX_SM_CLOCK_MHZ.items() if gpu in device_name), None)
