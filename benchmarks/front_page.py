@@ -10,7 +10,7 @@ each step's commit, status and seconds: a step done on this commit is skipped, o
 (re)run from an empty folder. `python benchmarks/render.py --from DIR` then publishes what is done. Written by hand
 because the budget and resume rules are this project's; the campaigns themselves are the scripts beside this file.
 
-usage: python3 benchmarks/front_page.py --out DIR [--minutes N]   (benchmarks/front_page.sh is the same)
+usage: python3 benchmarks/front_page.py --out DIR [--minutes N] [--only STEP,...]   (front_page.sh is the same)
 """
 from __future__ import annotations
 
@@ -172,9 +172,9 @@ def _left(steps: list[Step]) -> str:
     return ", ".join(f"{s.name} (~{s.minutes:g} min)" for s in steps) or "nothing"
 
 
-def refresh(out: Path, minutes: float) -> int:
-    """Run the steps DIR lacks, in order, while each one's estimate fits what is left of `minutes`; 0 unless a
-    step failed."""
+def refresh(out: Path, minutes: float, only: frozenset[str] = frozenset()) -> int:
+    """Run the steps DIR lacks, in order, while each one's estimate fits what is left of `minutes` (only those
+    named in `only`, where it names any); 0 unless a step failed."""
     out.mkdir(parents=True, exist_ok=True)
     this = commit()
     state = read_state(out)
@@ -190,7 +190,10 @@ def refresh(out: Path, minutes: float) -> int:
         if step.name in have:
             click.echo(f"{number}. {step.name}: already in {out} for this commit")
             continue
-        if left or spent + step.minutes > minutes:
+        if only and step.name not in only:
+            left.append(step)
+            continue
+        if any(s.name in only or not only for s in left) or spent + step.minutes > minutes:
             left.append(step)
             continue
         why = step.missing(out)
@@ -237,10 +240,18 @@ def refresh(out: Path, minutes: float) -> int:
               help="Folder of every step's output and of front_page.json; a second call into it resumes.")
 @click.option("--minutes", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               help="Time budget: a step starts only where its estimate fits what is left.")
-def main(out: Path, minutes: float) -> None:
+@click.option("--only", "only", metavar="STEP[,STEP...]", default="",
+              help=f"Run only these steps, in the page's order ({', '.join(s.name for s in STEPS)}).")
+def main(out: Path, minutes: float, only: str) -> None:
     """Run the front page's GPU figures into OUT, most valuable first, within MINUTES."""
+    names = frozenset(filter(None, only.split(",")))
+    unknown = sorted(names - {s.name for s in STEPS})
+    if unknown:
+        click.echo(f"front_page: error: --only names no step {', '.join(unknown)} (steps: "
+                   f"{', '.join(s.name for s in STEPS)})", err=True)
+        sys.exit(2)
     try:
-        code = refresh(out.resolve(), minutes)
+        code = refresh(out.resolve(), minutes, names)
     except StateError as e:
         click.echo(f"front_page: error: {e}", err=True)
         code = 2

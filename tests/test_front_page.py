@@ -176,3 +176,17 @@ def test_the_bf16_query_through_fa3_runs_only_where_the_peers_bench_found_it_the
     _bench(tmp_path / "faster" / "peers", {"sdpa-cudnn-bf16": 554.5, "fa3-bf16": 600.0, "cudnn-fp8": 800.0})
     assert step.missing(tmp_path / "faster") is None
     assert step.command(tmp_path, "py")[-2:] == ["--bf16-impl", "fa3"]
+
+
+def test_only_runs_the_named_steps_in_the_pages_order_and_leaves_the_rest_for_later(tmp_path, node):
+    env, log = node
+    out = tmp_path / "fp"
+    picked = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--minutes",
+                             "60", "--only", "step-fp8,kernels"], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert picked.returncode == 0, picked.stdout + picked.stderr
+    assert _calls(log) == ["kernels bench", "step_pairs fp8"]
+    assert "left: check (~2 min), calibrate (~6 min), step-bf16" in picked.stdout
+    wrong = subprocess.run([sys.executable, str(REPO / "benchmarks/front_page.py"), "--out", str(out), "--only",
+                            "kernels,peer"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "no step peer" in wrong.stderr
