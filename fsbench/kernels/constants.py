@@ -22,6 +22,11 @@ E4M3_MAX = 448.0  # E4M3's largest normal: the per-tensor FP8 scale is amax / E4
 # in the low mantissa bits of the sum, read back by subtracting MAGIC_BITS (its float32 bit pattern)
 MAGIC = 12582912.0
 MAGIC_BITS = 0x4B400000
+# The pattern grid (`reference.schraudolph.grid_offset`): a pattern p sits in the float32 1 - p GRID_STEP, in
+# [0.5, 1] where the float32 step is GRID_STEP, so one FMA (clamped at 1 by .sat: pattern 0) rounds to it and
+# ONE_BITS - bits is p (for p up to 2^23)
+GRID_STEP = 2.0 ** -24
+ONE_BITS = 0x3F800000  # the float32 bit pattern of 1.0
 TWO_M7 = 0.0078125  # 2^-7: one doubling of a BF16 pattern
 TWO_M9 = 0.001953125  # 2^-9: one doubling (128 patterns) in units of 2^-16 patterns
 TWO_M13 = 1.220703125e-04  # 2^-13: the Stage-A step from a base in [1024, 2048) (E2M3 P, clamped by .sat)
