@@ -106,6 +106,7 @@ def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEE
     if SEED:
         m_i = tl.max(s, 1) * a
         c_i = ((D_BIAS - 128.0 * m_i) + MAGIC) - MAGIC  # rounded to an integer, ties to even
+        c_i = tl.where(m_i > float("-inf"), c_i, 0.0)  # a row without keys in its first tile: offset 0
     p = _grid_patterns(s, a128, c_i)
     if P_BLOCKS:
         bmax = tl.max(tl.reshape(p, [s.shape[0], s.shape[1] // 32, 32]), 2)  # the gate's and P's maxima
