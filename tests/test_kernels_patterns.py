@@ -14,7 +14,7 @@ import torch
 
 from fsbench.kernels import constants
 from fsbench.kernels.hopper.gluon import ptx
-from fsbench.kernels.reference.schraudolph import PROXIES, gate_pattern
+from fsbench.kernels.reference.schraudolph import PROXIES, gate_pattern, held_offset
 from fsbench.kernels.reference.trace import trace
 
 N = 128
@@ -42,21 +42,21 @@ def kernel_tiles(s: np.ndarray, a: float, slow_everywhere: bool = False) -> dict
     with np.errstate(invalid="ignore"):
         c = f32(f32(f32(np.float32(D32) - f32(128.0 * m)) + np.float32(constants.MAGIC)) - np.float32(constants.MAGIC))
     c = np.where(m > -np.inf, c, np.float32(0.0))  # a row without keys in its first tile: offset 0
-    slope = f32(np.float32(a) * np.float32(-128.0 * constants.GRID_STEP))
+    k = f32(1.0 - c.astype(np.float64) * constants.GRID_STEP)  # the row's state: k = 1 - c 2^-24, one rounding
+    slope = f32(np.float32(-128.0 * constants.GRID_STEP) * np.float32(a))
     out: dict[str, list] = {k: [] for k in ("offset", "top", "delta", "exponent", "codes")}
     d_floor = math.floor(constants.D_BIAS)
     for j in range(tiles.shape[1]):
-        k = f32(1.0 - c.astype(np.float64) * constants.GRID_STEP)
         with np.errstate(invalid="ignore"):
             exact = tiles[:, j].astype(np.float64) * float(slope) + k[:, None].astype(np.float64)
         t = np.clip(f32(np.nan_to_num(exact, posinf=2.0, neginf=-1.0)), 0.0, 1.0)  # FFMA.SAT (one rounding)
         bits = t.view(np.int32).astype(np.int64)
         pmax = ONE_BITS - bits.min(-1)  # VIMNMX3
-        out["offset"].append(c.astype(np.int64))
+        out["offset"].append(((1.0 - k.astype(np.float64)) / constants.GRID_STEP).astype(np.int64))
         out["top"].append(pmax)
         need = pmax > GATE_P
         delta = np.where(need, (pmax + (127 - d_floor)) >> 7, 0)
-        c = f32(c - f32(128.0 * delta))
+        k = f32(k.astype(np.float64) + delta * 128.0 * constants.GRID_STEP)  # one FFMA: a rollback
         pmax = pmax - 128 * delta
         e_p = np.maximum((pmax >> 7) - 127 - 7, -127)
         e = e_p + delta
@@ -80,7 +80,8 @@ def assert_matches_the_emulator(s: np.ndarray, a: float = 1.0) -> None:
     ref = trace(torch.from_numpy(f32(s.astype(np.float64) * a)))
     for slow_everywhere in (False, True):
         got = kernel_tiles(s, a, slow_everywhere)
-        for key in ("offset", "top", "delta", "exponent"):
+        np.testing.assert_array_equal(got["offset"], held_offset(ref.offset).numpy(), err_msg="offset")
+        for key in ("top", "delta", "exponent"):
             np.testing.assert_array_equal(got[key], getattr(ref, key).numpy(), err_msg=key)
         mismatch = got["codes"] != ref.codes.numpy()
         assert not mismatch.any(), f"{mismatch.sum()} codes differ (float route everywhere: {slow_everywhere})"

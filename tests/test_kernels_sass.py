@@ -14,7 +14,7 @@ from fsbench.kernels.tools import sass as ksass
 
 # instructions a warp issues per key tile (`fsbench kernels sass`), pinned for the Triton this repository is tested
 # with: a change to the loop shows here first, and the pin moves with the change that earns it
-ISSUED = {"3.8": {"skeleton-fp8": 253, "fused-mxfp8": 468, "fused-mxfp6": 641, "fused-mxfp4": 641,
+ISSUED = {"3.8": {"skeleton-fp8": 253, "fused-mxfp8": 443, "fused-mxfp6": 641, "fused-mxfp4": 641,
                   "conventional-fp8": 465}}
 
 
@@ -51,16 +51,18 @@ def test_the_steps_name_the_fused_policys_per_score_work(compiled):
     """A math warpgroup holds 64 x 128 scores, 64 per thread. mxfp8 on the pattern grid: Stage-A is one clamping
     FFMA per score (the rounded pattern in its low bits), the row maximum an integer minimum of those bits, about
     one VIMNMX3 per two scores, each pattern moves to P's scale and into a float with one IMAD, and E4M3 P is one
-    packed convert per two scores (and one PRMT per four, joining the halves of a register). Block-scaled MX P
+    packed convert per two scores (the second of a register's pair merging into the first). Block-scaled MX P
     takes its block maxima on the float32 scores, about one FMNMX per score. The skeleton has none of the
     reduction and its P is one multiply per score."""
     counts, _, _ = compiled
     fused, skeleton = counts["fused-mxfp8"], counts["skeleton-fp8"]
     assert fused["opcodes"]["FFMA"] >= 64 + 64  # Stage-A's and the O update's
     assert skeleton["steps"]["stage_a"] == 64 and skeleton["steps"]["reduction"] < 8
-    assert fused["opcodes"]["VIMNMX3"] >= 28 and fused["steps"]["reduction"] <= 48 and fused["opcodes"]["F2FP"] == 32
+    assert fused["opcodes"]["VIMNMX3"] >= 28 and fused["steps"]["reduction"] <= 48
+    assert fused["opcodes"]["F2FP"] == 2 * 32  # the converts, on the common route and on the float route
     assert fused["steps"]["stage_a"] == 64  # the FFMA.SAT alone
-    assert fused["steps"]["narrowing"] == 64 + 32 + 16  # the IMAD per score, the converts and the joins
+    # the IMAD per score and the converts (the float route's own copy of the converts is skipped)
+    assert fused["steps"]["narrowing"] == 64 + 32
     assert counts["fused-mxfp6"]["steps"]["reduction"] >= 62
     assert fused["steps"]["o_update"] >= 64 and skeleton["steps"]["o_update"] >= 64
 
@@ -75,10 +77,12 @@ def test_gluon_kernel_runs_both_gemms_on_fp8_wgmma_without_spills(gluon_fused_sa
     ops = [line for line in gluon_fused_sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", line)]
     assert any("QGMMA.64x128x32.F32.E4M3.E4M3" in op for op in ops)  # QK and PV
     assert any("QGMMA.64x8x32.F32.E4M3.E4M3" in op for op in ops)  # the row-sum MMA, wgmma's narrowest N
-    # the per-element state fits in 240 registers: Triton 3.6 (the H200 figures) spills nothing, 3.8 three
-    # 32-bit loop bounds (3 STL before the loop, 4 LDL in it); a spilled tensor would add wide or many accesses
+    # the per-element state fits in 240 registers: nothing spills in the key-tile loop; with Triton 3.8 a few 32-bit
+    # scalars (loop bounds, the peeled tiles' row values) go to local memory around it, which a spilled tensor would
+    # outnumber many times, in wide or many accesses
     spills = [op for op in ops if re.search(r"\b(STL|LDL)", op)]
-    assert len(spills) <= 8 and not any(re.search(r"\b(STL|LDL)\.(64|128)\b", op) for op in spills)
+    assert not any(re.search(r"\b(STL|LDL)", op) for op in ksass.main_loop(gluon_fused_sass))
+    assert len(spills) <= 20 and not any(re.search(r"\b(STL|LDL)\.(64|128)\b", op) for op in spills)
     assert not any("MUFU.EX2" in op for op in ops)  # the fused policy's exponential stays off the MUFU pipe
 
 

@@ -43,12 +43,17 @@ def to_e4m3(x):
 # such a tile never rolled back) P is redone in float arithmetic, the BF16 of the pattern (the IMAD's result less
 # k16) times 2^-e: in those rows `floor_or_factor` holds the bits of 2^-e instead, at least FAR_FACTOR_BITS (above
 # every floor, so the floor leaves them alone), which also selects them. `slow` (bit 0: off > 0, bit 1: e <= -117)
-# is the same in all of a thread's elements (its rows' flags or-ed), so element 0 stands for the thread.
+# is the same in all of a thread's elements (its rows' flags or-ed), so element 0 stands for the thread. The float
+# route ends in its own copy of the converts: after a join ptxas no longer merges a register's two halves in the
+# converts and adds a PRMT per register.
 NARROW_N = 64  # the scores of a thread
 FAR_BELOW = -117  # P's shift e at and below which BF16 subnormals and zeros reach E4M3
 FAR_FACTOR_BITS = (127 - FAR_BELOW) << 23  # the bits of 2^117
 NARROW_PACK: gl.constexpr = gl.constexpr(NARROW_N)
 _T, _K, _F, _SLOW = (NARROW_N // 4 + i * NARROW_N for i in range(4))
+_CONVERTS = " ".join(f"cvt.rn.satfinite.e4m3x2.f32 lo, x{4 * i + 1}, x{4 * i}; "
+                     f"cvt.rn.satfinite.e4m3x2.f32 hi, x{4 * i + 3}, x{4 * i + 2}; mov.b32 ${i}, {{lo, hi}};"
+                     for i in range(NARROW_N // 4))
 NARROW_ASM: gl.constexpr = gl.constexpr(
     "{ .reg .pred p, q; .reg .b32 x<64>, y, w; .reg .b16 lo, hi; "
     + f"and.b32 w, ${_SLOW}, 1; setp.ne.s32 p, w, 0; vote.sync.any.pred p, p, -1; "
@@ -61,11 +66,7 @@ NARROW_ASM: gl.constexpr = gl.constexpr(
     + " @!q bra.uni NOFAR; "
     + " ".join(f"sub.s32 y, x{i}, ${_K + i}; mul.f32 y, y, ${_F + i}; "
                f"setp.ge.s32 p, ${_F + i}, {FAR_FACTOR_BITS}; selp.b32 x{i}, y, x{i}, p;" for i in range(NARROW_N))
-    + " NOFAR: "
-    + " ".join(f"cvt.rn.satfinite.e4m3x2.f32 lo, x{4 * i + 1}, x{4 * i}; "
-               f"cvt.rn.satfinite.e4m3x2.f32 hi, x{4 * i + 3}, x{4 * i + 2}; mov.b32 ${i}, {{lo, hi}};"
-               for i in range(NARROW_N // 4))
-    + " }")
+    + " " + _CONVERTS + " bra.uni DONE; NOFAR: " + _CONVERTS + " DONE: }")
 NARROW_CONSTRAINTS: gl.constexpr = gl.constexpr(",".join(["=r"] * (NARROW_N // 4) + ["r"] * (4 * NARROW_N)))
 
 

@@ -93,49 +93,50 @@ def fused_policy(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl
 
 @gluon.jit
 def fused_policy_grid(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl.constexpr):
-    """`fused_policy` for mxfp8, Stage-A first, on the pattern grid (`reference.schraudolph.grid_offset`): c is the
-    row's integer offset, so one FFMA.SAT per score, t = sat(1 - (128 a s + c) 2^-24), rounds to the pattern once
-    and leaves it in the low bits (bits(t) = ONE_BITS - pattern; .sat at 1 is the clamp at pattern 0). The tile's
-    maximum pattern is the minimum of those bits (two per VIMNMX3); the gate and the rollback shift are read off it in
-    integers, a rollback moves c by 128 delta exactly, and each pattern moves to P's scale inside the IMAD that
+    """`fused_policy` for mxfp8, Stage-A first, on the pattern grid (`reference.schraudolph.grid_offset`): the row's
+    integer offset c is kept as k = 1 - c 2^-24 (`c_i`; as `schraudolph.held_offset` holds c), so one FFMA.SAT per
+    score, t = sat(k - 128 a s 2^-24), rounds to the pattern once and leaves it in the low bits (bits(t) = ONE_BITS -
+    pattern; .sat at 1 is the clamp at pattern 0). The tile's maximum pattern is the minimum of those bits (two per
+    VIMNMX3); the gate and the rollback shift are read off it in integers, a rollback moves k by 128 delta 2^-24
+    (one rounding, as computing k from the shifted c), and each pattern moves to P's scale inside the IMAD that
     makes it a float (`ptx.narrow_patterns`). Patterns, gate, delta, P's codes and scale are the emulator's, bit for
-    bit, for patterns up to 2^23 (a maximum some 65000 doublings above the reference)."""
+    bit, for patterns up to 2^23 (a maximum some 65000 doublings above the reference). m is the first tile's
+    maximum, not moved by rollbacks (nothing reads it)."""
     m_i = rows_as(m_i, s)
-    c_i = rows_as(c_i, s)
-    a = rows_as(tiles.q_scale, s) * k_scale
+    k = rows_as(c_i, s)
+    slope = rows_as(tiles.q_scale * NEG_GRID_SLOPE, s) * k_scale  # the first product is loop-invariant
     D_FLOOR: gl.constexpr = int(cfg.D_BIAS)
     if SEED:
-        m_i = rows_as(gl.max(thread_max(s), 1), s) * a
-        c_i = ((cfg.D_BIAS - 128.0 * m_i) + MAGIC) - MAGIC  # round(D - 128 m0), ties to even
-        c_i = gl.where(m_i > float("-inf"), c_i, 0.0)  # a row without keys in its first tile: offset 0
-    k = 1.0 - c_i * GRID_STEP  # as `schraudolph.held_offset` holds c (c 2^-24 is exact: one rounding)
-    t = fma_sat(s, broadcast_to(gl.expand_dims(a * NEG_GRID_SLOPE, 1), s.shape),
-                broadcast_to(gl.expand_dims(k, 1), s.shape))
+        m_i = rows_as(gl.max(thread_max(s), 1), s) * (rows_as(tiles.q_scale, s) * k_scale)
+        c = ((cfg.D_BIAS - 128.0 * m_i) + MAGIC) - MAGIC  # round(D - 128 m0), ties to even
+        c = gl.where(m_i > float("-inf"), c, 0.0)  # a row without keys in its first tile: offset 0
+        k = 1.0 - c * GRID_STEP  # c 2^-24 is exact: one rounding
+    t = fma_sat(s, broadcast_to(gl.expand_dims(slope, 1), s.shape), broadcast_to(gl.expand_dims(k, 1), s.shape))
     t_bits = t.to(gl.int32, bitcast=True)
     pmax = ONE_BITS - rows_as(gl.min(thread_min3(t_bits), 1), s)
     need = pmax > tiles.gate_p
     mark(tiles.flags + tile, need)
     if cfg.GATE:
         delta = gl.where(need, (pmax + (127 - D_FLOOR)) >> 7, 0)  # ceil((pmax - D) / 128), in integers
-        m_i = m_i + delta.to(gl.float32)
-        c_i = c_i - 128.0 * delta.to(gl.float32)
+        k = k + delta.to(gl.float32) * (128.0 * GRID_STEP)
         pmax = pmax - 128 * delta
         alpha = pow2(-delta, True, False)  # delta >= 0
     else:
         delta = gl.zeros_like(pmax)
-        alpha = gl.full_like(c_i, 1.0)
+        alpha = gl.full_like(k, 1.0)
     e_p = gl.maximum((pmax >> 7) - 127 - cfg.P_EMAX, -127) + cfg.P_SHIFT
     e = e_p + delta  # the patterns' shift to P's scale: they were taken before the rollback
     k16 = broadcast_to(gl.expand_dims((0 - 128 * e) << 16, 1), s.shape)
     far = e <= FAR_BELOW
-    floor_or_factor = gl.where(far, pow2(0 - e).to(gl.int32, bitcast=True), ONE_BITS - 128 * e)
+    # 2^-e needs no clamp where it is used: -117 >= e >= -127
+    floor_or_factor = gl.where(far, pow2(0 - e, False, False).to(gl.int32, bitcast=True), ONE_BITS - 128 * e)
     factor = broadcast_to(gl.expand_dims(floor_or_factor, 1), s.shape)
     slow = broadcast_to(gl.expand_dims(thread_any((e > 0).to(gl.int32) | (far.to(gl.int32) << 1)), 1), s.shape)
     p8 = narrow_patterns(gl.convert_layout(t_bits, cfg.p_layout, assert_trivial=True),
                          gl.convert_layout(k16, cfg.p_layout, assert_trivial=True),
                          gl.convert_layout(factor, cfg.p_layout, assert_trivial=True),
                          gl.convert_layout(slow, cfg.p_layout, assert_trivial=True))
-    return p8, e_p, alpha, m_i, c_i
+    return p8, e_p, alpha, m_i, k
 
 
 @gluon.jit
