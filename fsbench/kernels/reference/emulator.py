@@ -37,6 +37,7 @@ from fsbench.kernels.reference.schraudolph import (
     grid_offset,
     grid_pattern,
     grid_reference,
+    held_offset,
     read_pattern,
     rollback_shift,
     stage_a,
@@ -182,7 +183,7 @@ def _tile_probabilities_for(device: torch.device, opts: EmulatorOptions):
 def _accumulate_frozen(state: _RowState, x: torch.Tensor, v: torch.Tensor, fmt: str, opts: EmulatorOptions) -> None:
     """Fold key tiles into the state at the frozen reference's offset c. x: (rows, sq, G, N); v: (rows, G*N, d)."""
     tile_probabilities = _tile_probabilities_for(x.device, opts)
-    c = state.c[..., None].expand(x.shape[:-1])
+    c = held_offset(state.c)[..., None].expand(x.shape[:-1])  # held here: torch.compile may drop a cast round trip
     p_hat, sum_hat, sum_tilde = tile_probabilities(x, c, fmt, opts.schraudolph, opts.proxy, opts.epsilon, True)
     state.l += (sum_hat if opts.rowsum_gemm else sum_tilde).sum(-1)
     state.o += torch.bmm(p_hat.flatten(2), v)
