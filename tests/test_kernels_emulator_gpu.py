@@ -11,6 +11,7 @@ from fsbench.kernels.reference.emulator import (
     emulate,
     fused_tile_probabilities,
 )
+from fsbench.kernels.reference.schraudolph import get_proxy, grid_offset, held_offset
 from fsbench.kernels.tools.ablation import CONVENTIONAL, relative_error_pct
 
 pytestmark = pytest.mark.gpu
@@ -20,13 +21,15 @@ if not torch.cuda.is_available():
 
 @pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "mxfp6"])
 @pytest.mark.parametrize("schraudolph, proxy", [(False, "u16"), (True, "u16"), (True, "u8")])
-def test_fused_tile_probabilities_equal_eager(fmt, schraudolph, proxy):
+@pytest.mark.parametrize("grid", [True, False], ids=["grid", "online"])
+def test_fused_tile_probabilities_equal_eager(fmt, schraudolph, proxy, grid):
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(4, 512, 2, 128, generator=g, device="cuda") * 4
     x[..., -16:] = -torch.inf  # masked tail keys
     mt = x.amax(-1)
-    eager = _tile_probabilities(x, mt, fmt, schraudolph, proxy, 0.05798)
-    fused = fused_tile_probabilities()(x, mt, fmt, schraudolph, proxy, 0.05798)
+    ref = held_offset(grid_offset(mt[..., :1].expand_as(mt), get_proxy(proxy))) if grid else mt
+    eager = _tile_probabilities(x, ref, fmt, schraudolph, proxy, 0.05798, grid)
+    fused = fused_tile_probabilities()(x, ref, fmt, schraudolph, proxy, 0.05798, grid)
     assert torch.equal(eager[0], fused[0]), f"max diff {(eager[0] - fused[0]).abs().max().item()}"
     for e, f in zip(eager[1:], fused[1:]):
         assert torch.allclose(e, f, rtol=1e-5)

@@ -14,8 +14,8 @@ from fsbench.kernels.tools import sass as ksass
 
 # instructions a warp issues per key tile (`fsbench kernels sass`), pinned for the Triton this repository is tested
 # with: a change to the loop shows here first, and the pin moves with the change that earns it
-ISSUED = {"3.8": {"skeleton-fp8": 253, "fused-mxfp8": 490, "fused-mxfp6": 641, "fused-mxfp4": 641,
-                  "conventional-fp8": 465}}
+ISSUED = {"3.8": {"skeleton-fp8": 253, "fused-mxfp8": 439, "fused-mxfp6": 639, "fused-mxfp4": 639,
+                  "conventional-fp8": 463}}
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +48,21 @@ def test_each_variants_issued_instructions_per_key_tile_are_pinned(compiled):
 
 
 def test_the_steps_name_the_fused_policys_per_score_work(compiled):
-    """A math warpgroup holds 64 x 128 scores, 64 per thread: the fused policy's Stage-A is one clamping FFMA and
-    one rounding add per score and E4M3 P one packed convert per two scores. mxfp8 takes the row maximum on the
-    Stage-A sums' bits, about one VIMNMX3 per two scores, and moves each pattern to P's scale and into a float
-    with one IMAD or LEA; block-scaled MX P takes its block maxima on the float32 scores, about one FMNMX per
-    score. The skeleton has none of the reduction and its P is one multiply per score."""
+    """A math warpgroup holds 64 x 128 scores, 64 per thread. mxfp8 on the pattern grid: Stage-A is one clamping
+    FFMA per score (the rounded pattern in its low bits), the row maximum an integer minimum of those bits, about
+    one VIMNMX3 per two scores, each pattern moves to P's scale and into a float with one IMAD, and E4M3 P is one
+    packed convert per two scores (the second of a register's pair merging into the first). Block-scaled MX P
+    takes its block maxima on the float32 scores, about one FMNMX per score. The skeleton has none of the
+    reduction and its P is one multiply per score."""
     counts, _, _ = compiled
     fused, skeleton = counts["fused-mxfp8"], counts["skeleton-fp8"]
     assert fused["opcodes"]["FFMA"] >= 64 + 64  # Stage-A's and the O update's
     assert skeleton["steps"]["stage_a"] == 64 and skeleton["steps"]["reduction"] < 8
-    assert fused["opcodes"]["VIMNMX3"] >= 28 and fused["steps"]["reduction"] <= 48 and fused["opcodes"]["F2FP"] == 32
-    assert fused["steps"]["narrowing"] == 64 + 32  # the IMAD/LEA per score and the converts
+    assert fused["opcodes"]["VIMNMX3"] >= 28 and fused["steps"]["reduction"] <= 48
+    assert fused["opcodes"]["F2FP"] == 2 * 32  # the converts, on the common route and on the float route
+    assert fused["steps"]["stage_a"] == 64  # the FFMA.SAT alone
+    # the IMAD per score and the converts (the float route's own copy of the converts is skipped)
+    assert fused["steps"]["narrowing"] == 64 + 32
     assert counts["fused-mxfp6"]["steps"]["reduction"] >= 62
     assert fused["steps"]["o_update"] >= 64 and skeleton["steps"]["o_update"] >= 64
 
@@ -73,10 +77,12 @@ def test_gluon_kernel_runs_both_gemms_on_fp8_wgmma_without_spills(gluon_fused_sa
     ops = [line for line in gluon_fused_sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", line)]
     assert any("QGMMA.64x128x32.F32.E4M3.E4M3" in op for op in ops)  # QK and PV
     assert any("QGMMA.64x8x32.F32.E4M3.E4M3" in op for op in ops)  # the row-sum MMA, wgmma's narrowest N
-    # the per-element state fits in 240 registers: Triton 3.6 (the H200 figures) spills nothing, 3.8 three
-    # 32-bit loop bounds (3 STL before the loop, 4 LDL in it); a spilled tensor would add wide or many accesses
+    # the per-element state fits in 240 registers: nothing spills in the key-tile loop; with Triton 3.8 a few 32-bit
+    # scalars (loop bounds, the peeled tiles' row values) go to local memory around it, which a spilled tensor would
+    # outnumber many times, in wide or many accesses
     spills = [op for op in ops if re.search(r"\b(STL|LDL)", op)]
-    assert len(spills) <= 8 and not any(re.search(r"\b(STL|LDL)\.(64|128)\b", op) for op in spills)
+    assert not any(re.search(r"\b(STL|LDL)", op) for op in ksass.main_loop(gluon_fused_sass))
+    assert len(spills) <= 20 and not any(re.search(r"\b(STL|LDL)\.(64|128)\b", op) for op in spills)
     assert not any("MUFU.EX2" in op for op in ops)  # the fused policy's exponential stays off the MUFU pipe
 
 
@@ -105,16 +111,16 @@ def test_gluon_fused_policy_feeds_p_from_shared_memory_and_skips_the_rescale_by_
 def test_gluon_mx_block_p_takes_its_block_maxima_without_shuffles_and_its_clamp_from_the_ffma(compiled,
                                                                                              gluon_fused_sass):
     """Exact block-scaled MX P: each quad thread holds one MX block per row (the prepass's key order), so the block
-    maxima cost no shuffle beyond mxfp8's row maximum; the E2M3 clamp is the Stage-A FFMA's .sat (no HMNMX2, no
-    per-value integer min); the block's power of two is one E4M3->f16x2 convert, one HMUL2 and one convert back per
-    two values."""
+    maxima cost no shuffle in the key-tile loop beyond mxfp8's row maximum; the E2M3 clamp is the Stage-A FFMA's
+    .sat (no HMNMX2, no per-value integer min); the block's power of two is one E4M3->f16x2 convert, one HMUL2 and
+    one convert back per two values."""
     sass = compiled[1]["fused-mxfp6"]
     counts = {op: len(re.findall(rf"\b{re.escape(op)}\b", sass))
               for op in ("F2FP.F16.E4M3.UNPACK_B", "HMUL2", "F2FP.SATFINITE.E4M3.F16.UNPACK_B_MERGE_C")}
     assert len(set(counts.values())) == 1 and counts["HMUL2"] > 0, counts
     assert "HMNMX2" not in sass and len(re.findall(r"\bVIMNMX\b", sass)) < counts["HMUL2"]
     assert "FFMA.SAT" in sass
-    shuffles = [len(re.findall(r"\bSHFL\.", text)) for text in (sass, gluon_fused_sass)]
+    shuffles = [ksass.opcodes(ksass.main_loop(text)).get("SHFL", 0) for text in (sass, gluon_fused_sass)]
     assert shuffles[0] == shuffles[1] > 0, shuffles
 
 
@@ -126,23 +132,23 @@ def test_gluon_skeleton_keeps_both_fp8_gemms_and_the_schedule_and_drops_the_soft
     assert re.findall(r"BAR\.ARV (0x[89]), 0x100", sass["skeleton-fp8"]) and "MUFU.EX2" not in sass["skeleton-fp8"]
     skeleton, fused = counts["skeleton-fp8"]["opcodes"], counts["fused-mxfp8"]["opcodes"]
     steps = counts["skeleton-fp8"]["steps"], counts["fused-mxfp8"]["steps"]
-    assert steps[0]["reduction"] < steps[1]["reduction"] and skeleton.get("FADD", 0) < fused["FADD"]
+    assert steps[0]["reduction"] < steps[1]["reduction"] and skeleton.get("VIMNMX3", 0) < fused["VIMNMX3"]
     assert counts["skeleton-fp8"]["issued"] < 0.85 * counts["fused-mxfp8"]["issued"]
 
 
 def test_the_loop_count_names_the_key_tile_loop_and_the_rescale_a_warp_skips(gluon_fused_sass):
     """The count is one math warpgroup's key-tile loop: its QK, PV and row-sum QGMMAs (4 k-steps each), with the O
-    rescale's multiplies and the floor of mxfp8's patterns, each behind a warp vote's branch, as the instructions a
-    warp may skip."""
+    rescale's multiplies, the floor of mxfp8's patterns and its float route for tiles far below the reference, each
+    behind a warp vote's branch, as the instructions a warp may skip."""
     from fsbench.kernels.hopper.gluon import ptx
 
     loop = ksass.main_loop(gluon_fused_sass)
     assert ksass.opcodes(loop)["QGMMA"] == 12
     skipped = [loop[i] for i in sorted(ksass.skipped_lines(loop))]
     ops = ksass.opcodes(skipped)
-    assert ops["FMUL"] == ptx.RESCALE_N and ops["VIMNMX"] == ptx.NARROW_N
-    assert sum("VOTE.ANY" in line for line in loop) == 2  # the rescale's and the floor's
-    assert {ksass.step_of(line) for line in skipped if "FMUL" in line} == {"o_update"}
+    assert ops["FMUL"] == ptx.RESCALE_N + ptx.NARROW_N and ops["VIMNMX"] == ptx.NARROW_N
+    assert sum("VOTE.ANY" in line for line in loop) == 3  # the rescale's, the floor's and the float route's
+    assert {ksass.step_of(line) for line in skipped if "FMUL" in line} == {"o_update", "bookkeeping"}
 
 
 def test_gluon_kernel_compiles_where_the_launcher_specialises_one_key_tile_and_one_query():

@@ -123,3 +123,22 @@ def test_gluon_kernel_handles_one_two_and_many_key_tiles(s):
         assert _rel(out, ref) < 2e-3 and stats.key_tiles == -(-s // 128)
     q, k, v = make_inputs(Case("random", (1, 2, 100, 128), {}), 4, "cuda")
     assert _rel(triton_attention(q, k, v, "mxfp8", kernel=GLUON_KERNEL)[0], emulate(q, k, v, "mxfp8")[0]) < 1e-2
+
+
+@pytest.mark.parametrize("name, spikes", [
+    ("gate-threshold", ((3000, 32.0),)),  # rows on either side of 32 doublings: scores a few ulps apart may flip
+    ("integer-overshoot", ((3000, 33.0),)),
+    ("far-below", ((5, 120.0),)),  # every tile past the first some 120 doublings below it (E <= -117)
+    ("large-overshoot", ((3990, 400.0),)),  # 400 doublings above the reference, past the 16-bit pattern
+])
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp6"])
+def test_pattern_grid_edge_cases_match_the_emulator(name, spikes, fmt, impl):
+    """The edge cases of the pattern grid (docs/pattern-grid.md), 4000 keys (a masked tail): finite, the same
+    rollbacks as the emulator and its output to the QK scores' own rounding."""
+    q, k, v = make_inputs(Case(name, (1, 2, 4000, 128), {}, spikes), 0, "cuda")
+    out, stats = triton_attention(q, k, v, fmt, kernel=registry.get(impl).hopper)
+    ref, ref_stats = emulate(q, k, v, fmt)
+    assert torch.isfinite(out).all() and not stats.overflowed
+    if name != "gate-threshold":
+        assert stats.rollbacks == ref_stats.rollbacks
+    assert _rel(out, ref) < 1e-2

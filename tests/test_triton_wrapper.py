@@ -150,16 +150,11 @@ import fsbench.kernels.hopper.triton_fused as tf
 
 
 @triton.jit
-def _fma_sat(x, y, z):
-    return tl.minimum(tl.maximum(tl.fma(x, y, z), 0.0), 1.0)
-
-
-@triton.jit
 def _mark(ptr, need):
     tl.store(ptr + tl.zeros_like(need.to(tl.int32)), tl.full(need.shape, 1, tl.int8), mask=need)
 
 
-tf._fma_sat, tf._mark = _fma_sat, _mark  # inline PTX does not run in the interpreter
+tf._mark = _mark  # inline PTX does not run in the interpreter
 autotuned = tf.attention_kernel
 config = autotuned.configs[int(sys.argv[1])]
 
@@ -210,8 +205,9 @@ def test_kernels_match_the_emulator_in_the_triton_interpreter(tmp_path, config, 
     output the kernel writes BSHD through its strides."""
     res = run_in_interpreter(tmp_path, _INTERPRETER_SCRIPT, str(config))
     assert res["block_m"] == block_m
-    assert res["mxfp8"]["rel"] < 5e-3 and res["conventional"]["rel"] < 1e-3
-    assert res["mxfp6"]["rel"] < 5e-3 and res["mxfp4"]["rel"] < 5e-3
+    assert res["mxfp8"]["rel"] < 5e-4 and res["conventional"]["rel"] < 1e-3
+    # block-scaled MX P on the pattern grid: the emulator's patterns, codes and sums, so the same output bit for bit
+    assert res["mxfp6"]["rel"] == 0 and res["mxfp4"]["rel"] == 0
     assert res["late-sink"]["flags"] == res["late-sink"]["rollbacks"] > 0 and res["late-sink"]["rel"] < 1e-3
     # BSHD views in, the output written BSHD underneath (no copy back), the same values as from BHSD tensors
     assert res["bshd"] == {"equal": True, "bshd_storage": True, "bhsd_storage": True}

@@ -18,13 +18,15 @@ D_BIAS = BF16_MANTISSA_SCALE * (127 - SCHRAUDOLPH_EPSILON)  # Stage-A pattern of
 TRIP_DOUBLINGS = 32  # gate trips are counted against this cap when the gate is disabled
 E4M3_MAX = 448.0  # E4M3's largest normal: the per-tensor FP8 scale is amax / E4M3_MAX
 
-# Stage-A rounds to an integer with one add of MAGIC (1.5 * 2^23, whose float32 ulp is 1): the integer then sits
-# in the low mantissa bits of the sum, read back by subtracting MAGIC_BITS (its float32 bit pattern)
+# x + MAGIC - MAGIC rounds a float32 |x| < 2^22 to an integer, ties to even (MAGIC = 1.5 * 2^23, whose ulp is 1)
 MAGIC = 12582912.0
-MAGIC_BITS = 0x4B400000
-TWO_M7 = 0.0078125  # 2^-7: one doubling of a BF16 pattern
+# The pattern grid (`reference.schraudolph.grid_offset`): a pattern p sits in the float32 1 - p GRID_STEP, in
+# [0.5, 1] where the float32 step is GRID_STEP, so one FMA (clamped at 1 by .sat: pattern 0) rounds to it and
+# ONE_BITS - bits is p (for p up to 2^23)
+GRID_STEP = 2.0 ** -24
+ONE_BITS = 0x3F800000  # the float32 bit pattern of 1.0
+P_SAT_MAX = 0.1171875  # 7.5 * 2^-6: E2M3's largest value in the units 2^(E + 6) P of mxfp6/mxfp4 is narrowed in
 TWO_M9 = 0.001953125  # 2^-9: one doubling (128 patterns) in units of 2^-16 patterns
-TWO_M13 = 1.220703125e-04  # 2^-13: the Stage-A step from a base in [1024, 2048) (E2M3 P, clamped by .sat)
 TWO_M16 = 1.52587890625e-05  # 2^-16: the Stage-A step from the base 192 (E4M3 P)
 P_BASE = 192.0  # Stage-A base in [128, 256): its float32 ulp is 2^-16, so t's integer part is P's pattern
 # P_BASE's float32 bit pattern: bits(P_BASE + x 2^-16) - P_BASE_BITS = x for |x| < 2^22 (the rounding add of MAGIC

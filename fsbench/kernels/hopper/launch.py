@@ -14,7 +14,6 @@ kernels are typed values (`HopperKernel`); `kernels.registry` names them.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import torch
 from fsbench.kernels.constants import D_BIAS, E4M3_MAX, LOG2E, MX_FORMATS, TRIP_DOUBLINGS
 from fsbench.kernels.hopper import tiling
 from fsbench.kernels.prologue import Prologue, check_prologue
+from fsbench.kernels.reference.schraudolph import PROXIES, gate_pattern
 from fsbench.kernels.stats import AttentionStats
 
 FORMATS = MX_FORMATS
@@ -50,7 +50,7 @@ class KernelOptions:
     def gate_pattern(self) -> int:
         """Largest Stage-A pattern below the gate (or the trip cap): pattern > this fires."""
         doublings = TRIP_DOUBLINGS if self.gate_doublings is None else self.gate_doublings
-        return math.floor(128.0 * doublings + D_BIAS)
+        return gate_pattern(doublings, PROXIES["u16"])
 
     @property
     def p_format(self) -> tuple[int, int, bool, bool]:

@@ -1,12 +1,12 @@
 """The Fused-Softmax FP8 attention kernel for Hopper (sm_90) and its conventional-softmax twin.
 
 One body, two softmax policies chosen by the constexpr FUSED:
-- fused (paper Algorithm 1): the row max is frozen at tile 0; Stage-A Schraudolph builds the BF16
-  pattern round(128 (X - m) + 128 (127 - eps)) with one FFMA and a magic-number add (1.5 * 2^23, whose
-  float32 ulp is 1, so the add rounds to an integer held in the low mantissa bits: no F2I, no MUFU);
+- fused (paper Algorithm 1): the row's reference is frozen at tile 0 on the pattern grid (the integer offset
+  c = round(D - 128 m0), `reference.schraudolph.grid_offset`); Stage-A Schraudolph builds the BF16 pattern
+  round(128 X + c) with one FFMA whose single rounding is the pattern's (`_grid_patterns`: no F2I, no MUFU);
   the integer pattern minus the row's offset is shifted into a float32 that the packed e4m3x2 convert
-  narrows (Stage-B, the per-row scale folded into the offset); the row max of the raw scores feeds both
-  the gate and P's scale; a row that passes the gate rolls back exactly (m += delta, O and l scaled by
+  narrows (Stage-B, the per-row scale folded into the offset); the tile's maximum pattern feeds both
+  the gate and P's scale; a row that passes the gate rolls back exactly (c -= 128 delta, O and l scaled by
   2^-delta, all powers of two); the row sum is an FP8 MMA of P against a ones column.
 - conventional: online softmax with MUFU exp2, P per-row FP8 with the same power-of-two scale rule,
   row sum of the float32 P (the apples-to-apples FP8 baseline on identical operands).
@@ -27,6 +27,8 @@ emulator is in results/log/.
 """
 from __future__ import annotations
 
+import math
+
 import triton
 import triton.language as tl
 
@@ -35,13 +37,10 @@ from fsbench.kernels.hopper import tiling
 
 # the shared constants (`kernels.constants` says what each is), as the constexpr globals a jit function may read
 MAGIC = tl.constexpr(constants.MAGIC)
-MAGIC_BITS = tl.constexpr(constants.MAGIC_BITS)
-TWO_M7 = tl.constexpr(constants.TWO_M7)
-TWO_M13 = tl.constexpr(constants.TWO_M13)
-TWO_M16 = tl.constexpr(constants.TWO_M16)
-P_BASE = tl.constexpr(constants.P_BASE)
-P_SAT_FLOOR = tl.constexpr(constants.P_SAT_FLOOR)
-P_SAT_BASE = tl.constexpr(constants.P_SAT_BASE)
+GRID_STEP = tl.constexpr(constants.GRID_STEP)
+ONE_BITS = tl.constexpr(constants.ONE_BITS)
+P_SAT_MAX = tl.constexpr(constants.P_SAT_MAX)
+D_FLOOR = tl.constexpr(math.floor(constants.D_BIAS))
 
 
 @triton.jit
@@ -71,65 +70,77 @@ def _mark(ptr, need):
 
 
 @triton.jit
-def _fma_sat(x, y, z):
-    """fma(x, y, z) clamped to [0, 1] by the FFMA itself (.sat; -inf and NaN give 0)."""
-    return tl.inline_asm_elementwise("fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", [x, y, z],
-                                     dtype=tl.float32, is_pure=True, pack=1)
+def _grid_patterns(s, slope, c):
+    """The BF16 patterns round(slope s + c) of scores s (slope = 128 q_scale k_scale and the integer offset c per
+    row), clamped at 0, as int32: t = min(fma(s, -slope GRID_STEP, 1 - c GRID_STEP), 1) lies in [0.5, 1], where the
+    float32 step is GRID_STEP, so the FMA's one rounding is the pattern's (ties to even: the mantissa's last bit is
+    the pattern's), ONE_BITS - bits(t) is the pattern, and the min is the clamp (-inf scores give 0; the Gluon
+    kernel's FFMA clamps with .sat). The offset is as `schraudolph.held_offset` holds it; exact for patterns up to
+    2^23."""
+    t = tl.fma(s, (-slope * GRID_STEP)[:, None], (1.0 - c * GRID_STEP)[:, None])
+    return ONE_BITS - tl.minimum(t, 1.0).to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def _pattern_floats(p, e):
+    """BF16 patterns p (int32, >= 0) divided by 2^e (per row or block, broadcast to p) as float32: the exponent
+    field moves down by e (clamped at 0, where E4M3 rounds everything to 0), and the BF16 subnormals (p < 128,
+    kept only by a tile some 117 doublings below its reference) are scaled as floats."""
+    moved = (tl.maximum(p - 128 * e, 0) << 16).to(tl.float32, bitcast=True)
+    return tl.where(p < 128, p.to(tl.float32) * _pow2(-e - 133), moved)
 
 
 @triton.jit
 def _fused_policy(s, a, m_i, c_i, flags, tile, gate_p, D_BIAS: tl.constexpr, SEED: tl.constexpr,
                   GATE: tl.constexpr, P_EMAX: tl.constexpr, P_SHIFT: tl.constexpr, P_CLAMP: tl.constexpr,
                   P_BLOCKS: tl.constexpr):
-    """Softmax policy, fused: frozen max, gate and rollback, Stage-A and Stage-B of P.
+    """Softmax policy, fused: frozen reference on the pattern grid, gate and rollback, Stage-A and Stage-B of P
+    (`reference.emulator`'s definition, integer for integer).
 
-    The row max of the raw scores comes first, so every per-row constant (rollback shift delta, P's
-    scale exponent) is folded into one saturating FFMA per score that yields the final pattern scaled
-    by 2^-16; adding 1.5 * 2^7 (ulp 2^-16) rounds it half-to-even into the low 16 mantissa bits, which a
-    shift turns into the float32 of the BF16 value for the e4m3x2 convert. Returns (P as E4M3, per-row
-    log2 scale of P, alpha = 2^-delta, m, c, fired) where c = D - 128 m and fired > 0 when a row of
-    the program rolled back on this tile."""
-    if P_BLOCKS:
-        bmax = tl.max(tl.reshape(s, [s.shape[0], s.shape[1] // 32, 32]), 2)  # the gate's and P's maxima
-        smax = tl.max(bmax, 1)
-    else:
-        smax = tl.max(s, 1)
+    The patterns come first (`_grid_patterns`, one FFMA and a min per score, on the offset c as it stands); their
+    maximum feeds the gate, whose rollback is the integer shift c -= 128 delta, and P's scale; each pattern then
+    moves to P's scale inside the float32 the e4m3x2 convert reads (`_pattern_floats`). Returns (P as E4M3,
+    per-row log2 scale of P, alpha = 2^-delta, m, c, fired) where m is the frozen first-tile maximum plus the
+    rollbacks, c the integer offset and fired > 0 when a row of the program rolled back on this tile."""
     a128 = a * 128.0
     if SEED:
-        m_i = smax * a
-        c_i = D_BIAS - 128.0 * m_i
-    pmax = (tl.fma(smax, a128, c_i) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS
+        m_i = tl.max(s, 1) * a
+        c_i = ((D_BIAS - 128.0 * m_i) + MAGIC) - MAGIC  # rounded to an integer, ties to even
+        c_i = tl.where(m_i > float("-inf"), c_i, 0.0)  # a row without keys in its first tile: offset 0
+    p = _grid_patterns(s, a128, c_i)
+    if P_BLOCKS:
+        bmax = tl.max(tl.reshape(p, [s.shape[0], s.shape[1] // 32, 32]), 2)  # the gate's and P's maxima
+        pmax = tl.max(bmax, 1)
+    else:
+        pmax = tl.max(p, 1)
     need = pmax > gate_p
     if GATE:
         fired = tl.max(need.to(tl.int32), 0)  # any row of the program: the rare, uniform rollback branch
         if fired > 0:
             tl.store(flags + tile, 1)
-        delta = tl.where(need, tl.ceil((pmax.to(tl.float32) - D_BIAS) * TWO_M7).to(tl.int32), 0)
+        delta = tl.where(need, (pmax + (127 - D_FLOOR)) >> 7, 0)  # ceil((pmax - D) / 128), in integers
         m_i = m_i + delta.to(tl.float32)
         c_i = c_i - 128.0 * delta.to(tl.float32)
         pmax = pmax - 128 * delta
+        p = tl.maximum(p - 128 * delta[:, None], 0)
         alpha = _pow2(-delta)
     else:
         _mark(flags + tile, need)
         fired = 0
         alpha = tl.full(pmax.shape, 1.0, tl.float32)
     e_p = tl.maximum((pmax >> 7) - 127 - P_EMAX, -127) + P_SHIFT
-    # Stage-A: the pattern of P / 2^e is the integer part of t, whose step is 1 from 192 (2^-16) or from
-    # P_SAT_BASE (2^-13, where .sat clamps E2M3 P at its largest value)
-    if P_CLAMP:
-        step, floor, base = TWO_M13, P_SAT_FLOOR, P_SAT_BASE
-    else:
-        step, floor, base = TWO_M16, 0, P_BASE
     if P_BLOCKS:
         # each 32-key block in its own units 2^(s_b + 6): the convert then rounds exactly as E2M3
-        pb = (tl.fma(bmax, a128[:, None], c_i[:, None]) + MAGIC).to(tl.int32, bitcast=True) - MAGIC_BITS
-        s_b = tl.maximum((pb >> 7) - 127 - P_EMAX, -127)  # c and pmax already carry the rollback
-        c_b = (c_i[:, None] - 128.0 * (s_b + 6).to(tl.float32) - floor) * step
-        c_p = tl.reshape(tl.broadcast_to(c_b[:, :, None], [s.shape[0], s.shape[1] // 32, 32]), s.shape)
+        if GATE:
+            bmax = tl.maximum(bmax - 128 * delta[:, None], 0)
+        s_b = tl.maximum((bmax >> 7) - 127 - P_EMAX, -127)
+        e_b = tl.reshape(tl.broadcast_to((s_b + 6)[:, :, None], [s.shape[0], s.shape[1] // 32, 32]), s.shape)
+        pf = _pattern_floats(p, e_b)
     else:
-        c_p = tl.broadcast_to(((c_i - 128.0 * e_p.to(tl.float32) - floor) * step)[:, None], s.shape)
-    t = _fma_sat(s, tl.broadcast_to((a128 * step)[:, None], s.shape), c_p) + base
-    p8 = (t.to(tl.int32, bitcast=True) << 16).to(tl.float32, bitcast=True).to(tl.float8e4nv)
+        pf = _pattern_floats(p, e_p[:, None])
+    if P_CLAMP:
+        pf = tl.minimum(pf, P_SAT_MAX)  # E2M3's largest value, 7.5, in the units 2^(E + 6)
+    p8 = pf.to(tl.float8e4nv)
     if P_BLOCKS:
         p8 = _rebase_blocks(p8, s_b, e_p)
     return p8, e_p, alpha, m_i, c_i, fired

@@ -5,6 +5,11 @@ For each query row the keys are streamed in tiles of N=128. The emulator process
 time; every quantization decision (block scales, Stage-A patterns, gate, rollback) is made per tile
 exactly as Algorithm 1 makes it, and only the float32 accumulation order differs from a one-tile loop.
 Memory stays O(rows x chunk) per head group, so (1,40,75600,128) runs on one H200.
+
+The frozen reference lies on the proxy's pattern grid (paper Section 4.1: a reference above the true maximum
+"only scales subsequent probabilities"): each row keeps the integer offset c = round(D - 2^M m0) of its first
+tile's maximum m0, every pattern is round(2^M x + c), the gate and the rollback shift are read off the tile's
+maximum pattern in integers, and a rollback is the exact shift c -= 2^M delta (`schraudolph.grid_offset`).
 """
 from __future__ import annotations
 
@@ -25,7 +30,18 @@ from fsbench.kernels.reference.formats import (
     quantize_per_tensor_fp8,
 )
 from fsbench.kernels.reference.hadamard import rotate
-from fsbench.kernels.reference.schraudolph import EPSILON, get_proxy, stage_a
+from fsbench.kernels.reference.schraudolph import (
+    EPSILON,
+    gate_pattern,
+    get_proxy,
+    grid_offset,
+    grid_pattern,
+    grid_reference,
+    held_offset,
+    read_pattern,
+    rollback_shift,
+    stage_a,
+)
 from fsbench.kernels.stats import AttentionStats
 
 
@@ -105,6 +121,7 @@ class _RowState:
 
     def __init__(self, rows: int, sq: int, d: int, device: torch.device):
         self.m = torch.full((rows, sq), -math.inf, device=device)
+        self.c = torch.zeros(rows, sq, dtype=torch.float64, device=device)  # the frozen reference's offset
         self.l = torch.zeros(rows, sq, device=device)
         self.o = torch.zeros(rows, sq, d, device=device)
 
@@ -113,6 +130,11 @@ class _RowState:
         self.o *= factor[..., None]
         self.l *= factor
         self.m = m_new
+
+    def shift(self, delta: torch.Tensor) -> None:
+        """A rollback by delta whole doublings: c moves down 2^M delta patterns, O and l scale by 2^-delta."""
+        self.o *= torch.exp2(-delta.float())[..., None]
+        self.l *= torch.exp2(-delta.float())
 
 
 class _Tally:
@@ -126,14 +148,20 @@ class _Tally:
         return int(hit.any(-1).sum())
 
 
-def _tile_probabilities(x: torch.Tensor, mt: torch.Tensor, fmt: str, schraudolph: bool, proxy: str,
-                        epsilon: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tile_probabilities(x: torch.Tensor, ref: torch.Tensor, fmt: str, schraudolph: bool, proxy: str,
+                        epsilon: float, grid: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Stage-A and Stage-B of a chunk of key tiles: returns (P_hat, rowsum(P_hat), rowsum(P_tilde)).
 
-    x: (rows, sq, G, N) base-2 scores with masked keys at -inf; mt: (rows, sq, G) the max each tile is
-    shifted by."""
-    shifted = x - mt[..., None]
-    p_tilde = stage_a(shifted, get_proxy(proxy), epsilon) if schraudolph else torch.exp2(shifted)
+    x: (rows, sq, G, N) base-2 scores with masked keys at -inf; ref: (rows, sq, G) with `grid` the frozen
+    reference's integer pattern offset c of each tile (float64), otherwise the max each tile is shifted by."""
+    px = get_proxy(proxy)
+    if grid and schraudolph:
+        p_tilde = read_pattern(grid_pattern(x, ref[..., None], px), px)
+    elif grid:
+        p_tilde = torch.exp2(x.double() - grid_reference(ref, px, epsilon)[..., None]).float()
+    else:
+        shifted = x - ref[..., None]
+        p_tilde = stage_a(shifted, px, epsilon) if schraudolph else torch.exp2(shifted)
     p_hat = OPERANDS[fmt].p(p_tilde)
     return p_hat, p_hat.sum(-1), p_tilde.sum(-1)
 
@@ -152,11 +180,20 @@ def _tile_probabilities_for(device: torch.device, opts: EmulatorOptions):
     return fused_tile_probabilities()
 
 
+def _accumulate_frozen(state: _RowState, x: torch.Tensor, v: torch.Tensor, fmt: str, opts: EmulatorOptions) -> None:
+    """Fold key tiles into the state at the frozen reference's offset c. x: (rows, sq, G, N); v: (rows, G*N, d)."""
+    tile_probabilities = _tile_probabilities_for(x.device, opts)
+    c = held_offset(state.c)[..., None].expand(x.shape[:-1])  # held here: torch.compile may drop a cast round trip
+    p_hat, sum_hat, sum_tilde = tile_probabilities(x, c, fmt, opts.schraudolph, opts.proxy, opts.epsilon, True)
+    state.l += (sum_hat if opts.rowsum_gemm else sum_tilde).sum(-1)
+    state.o += torch.bmm(p_hat.flatten(2), v)
+
+
 def _accumulate(state: _RowState, x: torch.Tensor, mt: torch.Tensor, v: torch.Tensor, fmt: str,
                 opts: EmulatorOptions) -> None:
-    """Fold key tiles into the state. x: (rows, sq, G, N); mt: (rows, sq, G); v: (rows, G*N, d)."""
+    """Fold key tiles into the state, online. x: (rows, sq, G, N); mt: (rows, sq, G); v: (rows, G*N, d)."""
     tile_probabilities = _tile_probabilities_for(x.device, opts)
-    p_hat, sum_hat, sum_tilde = tile_probabilities(x, mt, fmt, opts.schraudolph, opts.proxy, opts.epsilon)
+    p_hat, sum_hat, sum_tilde = tile_probabilities(x, mt, fmt, opts.schraudolph, opts.proxy, opts.epsilon, False)
     m_new = mt[..., -1]
     weight = torch.exp2(mt - m_new[..., None])  # 1 for a frozen max; the online rescale otherwise
     state.rescale(m_new)
@@ -171,23 +208,27 @@ def _process_chunk(state: _RowState, x: torch.Tensor, v: torch.Tensor, fmt: str,
         mt = torch.cummax(torch.maximum(tile_max, state.m[..., None]), dim=-1).values
         _accumulate(state, x, mt, v, fmt, opts)
         return
-    if first:
-        state.m = tile_max[..., 0].clone()  # Algorithm 1 line 2: the frozen max, seeded from tile 0
-    over = tile_max - state.m[..., None]
+    px = get_proxy(opts.proxy)
+    if first:  # Algorithm 1 line 2: the frozen reference, seeded from tile 0 and placed on the pattern grid
+        state.c = grid_offset(tile_max[..., 0], px, opts.epsilon)
+    top = grid_pattern(tile_max, state.c[..., None], px)  # each tile's maximum pattern
     gate = opts.gate_doublings
     if gate is None:
-        tally.gate_trips += sum(tally.workgroups(over[..., g] > TRIP_DOUBLINGS) for g in range(x.shape[2]))
-    if gate is None or not bool((over > gate).any()):
-        _accumulate(state, x, state.m[..., None].expand_as(tile_max), v, fmt, opts)
+        trip = gate_pattern(TRIP_DOUBLINGS, px, opts.epsilon)
+        tally.gate_trips += sum(tally.workgroups(top[..., g] > trip) for g in range(x.shape[2]))
+    if gate is None or not bool((top > gate_pattern(gate, px, opts.epsilon)).any()):
+        _accumulate_frozen(state, x, v, fmt, opts)
         return
     n = x.shape[-1]
     for g in range(x.shape[2]):  # the rare rollback path, one tile at a time
-        fire = tile_max[..., g] - state.m > gate
+        top_g = grid_pattern(tile_max[..., g], state.c, px)
+        fire = top_g > gate_pattern(gate, px, opts.epsilon)
         if bool(fire.any()):
             tally.rollbacks += tally.workgroups(fire)
-            delta = torch.where(fire, torch.ceil(tile_max[..., g] - state.m), torch.zeros_like(state.m))
-            state.rescale(state.m + delta)  # exact: O and l scaled by 2^-delta
-        _accumulate(state, x[:, :, g:g + 1], state.m[..., None], v[:, g * n:(g + 1) * n], fmt, opts)
+            delta = torch.where(fire, rollback_shift(top_g, px, opts.epsilon), 0)
+            state.c -= float(1 << px.mbits) * delta.double()  # exact: an integer shift of the offset
+            state.shift(delta)
+        _accumulate_frozen(state, x[:, :, g:g + 1], v[:, g * n:(g + 1) * n], fmt, opts)
 
 
 def emulate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fmt: str = "mxfp8",

@@ -1,9 +1,12 @@
 """`fsbench kernels check`: the Triton (or Gluon) kernels against the emulator on random and adversarial inputs.
 
-Cases: standard-normal inputs at a moderate shape and with a tail tile (s=4000 = 31*128+32); a late
-sink (one key 40 doublings above tile 0's maximum, in the last tile); a staircase (maxima rising by 36
-doublings every few tiles); and the same adversarial inputs with the gate disabled. For each case and
-format the output difference to the emulator and both statistics are reported.
+Cases: standard-normal inputs at a moderate shape and with a tail tile (s=4000 = 31*128+32, its masked keys); a
+late sink (one key 40 doublings above tile 0's maximum, in the last tile); a staircase (maxima rising by 36
+doublings every few tiles); the edge cases of the pattern grid (`docs/pattern-grid.md`): a key at the gate's
+threshold (32 doublings), one at an integer overshoot (33), a first tile some 120 doublings above every other
+(the tiles far below their reference) and a key 400 doublings above (a large overshoot); and the late sink and
+staircase with the gate disabled. For each case and format the output difference to the emulator and both
+statistics are reported.
 """
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ def cases() -> list[Case]:
     stair = tuple((512 * i + 7, 36.0 * i) for i in range(1, 4))
     out = [Case("random", shape, {}), Case("random-tail", tail, {}),
            Case("late-sink", tail, {}, late), Case("staircase", shape, {}, stair),
+           Case("gate-threshold", tail, {}, ((2000, 32.0),)), Case("integer-overshoot", tail, {}, ((2000, 33.0),)),
+           Case("far-below", tail, {}, ((5, 120.0),)), Case("large-overshoot", tail, {}, ((3990, 400.0),)),
            Case("late-sink-no-gate", tail, {"gate_doublings": None}, late),
            Case("staircase-no-gate", shape, {"gate_doublings": None}, stair)]
     return out

@@ -180,7 +180,7 @@ _GEMM_SYNC = {"QGMMA", "HGMMA", "WARPGROUP", "BAR", "SYNCS", "STSM", "DEPBAR", "
 _NARROWING = {"F2FP", "PRMT", "HMUL2", "HFMA2", "HADD2", "I2IP", "F2IP"}
 _STAGE_A_IMMEDIATES = ("192", "1024.935546875", "0.0009765625")  # P_BASE, P_SAT_BASE and the skeleton's 2^-10
 _SHIFT_TO_HIGH_HALF = re.compile(  # a BF16 pattern moved into a float32's high half (and to P's scale by an addend)
-    r"(?:SHF\.L\.U32 R\d+, R\d+, 0x10, RZ|IMAD(?:\.U32|\.SHL\.U32)? R\d+, R\d+, 0x10000, -?R[Z\d]+"
+    r"(?:SHF\.L\.U32 R\d+, R\d+, 0x10, RZ|IMAD(?:\.U32|\.SHL\.U32)? R\d+, R\d+, -?0x10000, -?R[Z\d]+"
     r"|LEA R\d+, R\d+, -?R\d+, 0x10)$")
 
 

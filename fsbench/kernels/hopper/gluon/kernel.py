@@ -68,7 +68,7 @@ def finish_registers(turn: Turn, j, p, e_p, row_sum, state: State, nxt: State, t
     else:
         pv = warpgroup_mma_wait(num_outstanding=0, deps=(pv_tok, ))
     ring.release(j)
-    p_scale = pow2(e_p, cfg.P_SHIFT < 0)  # e_p >= -127 + P_SHIFT
+    p_scale = pow2(e_p, cfg.P_SHIFT < 0, not cfg.GATE)  # e_p >= -127 + P_SHIFT; below the gate, e_p <= 24
     l_i = state.l_i * nxt.alpha_o + row_sum * p_scale
     return State(s, nxt.k_scale, nxt.v_scale, pv, state.sums, p_scale * state.v_scale, state.sum_scale, nxt.alpha_o,
                  acc, l_i, nxt.m_i, nxt.c_i)
@@ -80,7 +80,7 @@ def finish_smem(turn: Turn, j, p, e_p, state: State, nxt: State, tiles: Tiles, r
     """Key tile j, fused policy, after its policy (which ran while tile j-1's PV and row-sum GEMMs finished): O +=
     PV_{j-1}, P_j to shared memory, and one turn that issues S_{j+1} (when NEXT), PV_j and its row sum; wait for
     S_{j+1} only."""
-    p_scale = pow2(e_p, cfg.P_SHIFT < 0)  # e_p >= -127 + P_SHIFT
+    p_scale = pow2(e_p, cfg.P_SHIFT < 0, not cfg.GATE)  # e_p >= -127 + P_SHIFT; below the gate, e_p <= 24
     acc = state.acc
     l_i = state.l_i
     if not SEED:

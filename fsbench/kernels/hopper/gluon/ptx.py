@@ -31,36 +31,49 @@ def to_e4m3(x):
         "mov.b32 $0, {lo, hi}; }", "=r,r,r,r,r", [x], dtype=gl.float8e4nv, is_pure=True, pack=4)
 
 
-# P's E4M3 from the Stage-A sums t of one thread's 64 scores (`softmax.fused_policy`, mxfp8): t = P_BASE + pattern
-# 2^-16 of the frozen maximum, so bits(t) = P_BASE_BITS + pattern and bits(t) 2^16 is the BF16 P of that pattern
-# (P_BASE_BITS 2^16 vanishes mod 2^32). One IMAD per score, bits(t) 2^16 + k16 with k16 = -(off 2^16), moves each
-# pattern to P's scale (off = 128 (e_p + delta), a multiple of 128) and makes it a float; the e4m3x2 converts pack
-# the pairs. Where off > 0 a pattern below it would wrap, so a warp with such a row first floors bits(t) at
-# P_BASE_BITS + off (one max per score; off > 0 only where a tile's maximum passes the frozen one by some 8
-# doublings), and a uniform branch skips the floor everywhere else. `any_floor` is the same in all of a thread's
-# elements (its rows' flags or-ed), so element 0 stands for the thread.
+# P's E4M3 from the Stage-A results t of one thread's 64 scores (`softmax.fused_policy_grid`, mxfp8): t = 1 - pattern
+# 2^-24 in [0.5, 1], so bits(t) = ONE_BITS - pattern, and -bits(t) 2^16 is the BF16 P of that pattern in a float32's
+# high half (ONE_BITS 2^16 vanishes mod 2^32). One IMAD per score, bits(t) (-2^16) + k16 with k16 = -(off 2^16),
+# moves each pattern to P's scale (off = 128 e, e = e_p + delta) and makes it a float; the e4m3x2 converts pack the
+# pairs. That holds where the moved pattern stays a normal BF16. Two rarer cases each take a warp vote and a uniform
+# branch the other warps skip. Where off > 0 (a tile some 8 doublings above the frozen reference, or any tile that
+# rolled back) the patterns below off would wrap: the warp first floors every pattern at its row's off (bits(t) at
+# most `floor_or_factor` = ONE_BITS - off, a no-op in rows with off <= 0), so P is 0 there, as in E4M3 any P below
+# 2^-126 is. Where e <= -117 (a tile so far below its reference that its BF16 subnormals and zeros would reach E4M3;
+# such a tile never rolled back) P is redone in float arithmetic, the BF16 of the pattern (the IMAD's result less
+# k16) times 2^-e: in those rows `floor_or_factor` holds the bits of 2^-e instead, at least FAR_FACTOR_BITS (above
+# every floor, so the floor leaves them alone), which also selects them. `slow` (bit 0: off > 0, bit 1: e <= -117)
+# is the same in all of a thread's elements (its rows' flags or-ed), so element 0 stands for the thread. The float
+# route ends in its own copy of the converts: after a join ptxas no longer merges a register's two halves in the
+# converts and adds a PRMT per register.
 NARROW_N = 64  # the scores of a thread
+FAR_BELOW = -117  # P's shift e at and below which BF16 subnormals and zeros reach E4M3
+FAR_FACTOR_BITS = (127 - FAR_BELOW) << 23  # the bits of 2^117
 NARROW_PACK: gl.constexpr = gl.constexpr(NARROW_N)
-_T, _K, _F, _ANY = (NARROW_N // 4 + i * NARROW_N for i in range(4))
-NARROW_ASM: gl.constexpr = gl.constexpr(
-    "{ .reg .pred p; .reg .b32 x<64>; .reg .b16 lo, hi; "
-    + f"setp.ne.s32 p, ${_ANY}, 0; vote.sync.any.pred p, p, -1; "
-    + " ".join(f"mov.b32 x{i}, ${_T + i};" for i in range(NARROW_N))
-    + " @!p bra.uni NOFLOOR; "
-    + " ".join(f"max.s32 x{i}, x{i}, ${_F + i};" for i in range(NARROW_N))
-    + " NOFLOOR: "
-    + " ".join(f"mad.lo.s32 x{i}, x{i}, 65536, ${_K + i};" for i in range(NARROW_N))
-    + " " + " ".join(f"cvt.rn.satfinite.e4m3x2.f32 lo, x{4 * i + 1}, x{4 * i}; "
+_T, _K, _F, _SLOW = (NARROW_N // 4 + i * NARROW_N for i in range(4))
+_CONVERTS = " ".join(f"cvt.rn.satfinite.e4m3x2.f32 lo, x{4 * i + 1}, x{4 * i}; "
                      f"cvt.rn.satfinite.e4m3x2.f32 hi, x{4 * i + 3}, x{4 * i + 2}; mov.b32 ${i}, {{lo, hi}};"
                      for i in range(NARROW_N // 4))
-    + " }")
+NARROW_ASM: gl.constexpr = gl.constexpr(
+    "{ .reg .pred p, q; .reg .b32 x<64>, y, w; .reg .b16 lo, hi; "
+    + f"and.b32 w, ${_SLOW}, 1; setp.ne.s32 p, w, 0; vote.sync.any.pred p, p, -1; "
+    + f"and.b32 w, ${_SLOW}, 2; setp.ne.s32 q, w, 0; vote.sync.any.pred q, q, -1; "
+    + " ".join(f"mov.b32 x{i}, ${_T + i};" for i in range(NARROW_N))
+    + " @!p bra.uni NOFLOOR; "
+    + " ".join(f"min.s32 x{i}, x{i}, ${_F + i};" for i in range(NARROW_N))
+    + " NOFLOOR: "
+    + " ".join(f"mad.lo.s32 x{i}, x{i}, -65536, ${_K + i};" for i in range(NARROW_N))
+    + " @!q bra.uni NOFAR; "
+    + " ".join(f"sub.s32 y, x{i}, ${_K + i}; mul.f32 y, y, ${_F + i}; "
+               f"setp.ge.s32 p, ${_F + i}, {FAR_FACTOR_BITS}; selp.b32 x{i}, y, x{i}, p;" for i in range(NARROW_N))
+    + " " + _CONVERTS + " bra.uni DONE; NOFAR: " + _CONVERTS + " DONE: }")
 NARROW_CONSTRAINTS: gl.constexpr = gl.constexpr(",".join(["=r"] * (NARROW_N // 4) + ["r"] * (4 * NARROW_N)))
 
 
 @gluon.jit
-def narrow_patterns(t_bits, k16, floor_bits, any_floor):
-    """P in E4M3 from the Stage-A sums' bits, each moved to P's scale by its row's k16 (see NARROW_ASM)."""
-    return gl.inline_asm_elementwise(NARROW_ASM, NARROW_CONSTRAINTS, [t_bits, k16, floor_bits, any_floor],
+def narrow_patterns(t_bits, k16, floor_or_factor, slow):
+    """P in E4M3 from the Stage-A results' bits, each moved to P's scale by its row's k16 (see NARROW_ASM)."""
+    return gl.inline_asm_elementwise(NARROW_ASM, NARROW_CONSTRAINTS, [t_bits, k16, floor_or_factor, slow],
                                      dtype=gl.float8e4nv, is_pure=True, pack=NARROW_PACK)
 
 

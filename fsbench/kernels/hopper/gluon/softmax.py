@@ -5,6 +5,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from fsbench.kernels import constants
+from fsbench.kernels.hopper.gluon import ptx
 from fsbench.kernels.hopper.gluon.ptx import fma_sat, mark, narrow_patterns, pow2, rescale_blocks, to_e4m3
 from fsbench.kernels.hopper.gluon.state import Config, Tiles
 from fsbench.kernels.hopper.gluon.views import (
@@ -14,7 +15,7 @@ from fsbench.kernels.hopper.gluon.views import (
     rows_as,
     thread_any,
     thread_max,
-    thread_max3,
+    thread_min3,
 )
 
 # the shared constants (`kernels.constants` says what each is), as the constexpr globals a jit function may read
@@ -24,6 +25,11 @@ P_BASE: gl.constexpr = gl.constexpr(constants.P_BASE)
 P_BASE_BITS: gl.constexpr = gl.constexpr(constants.P_BASE_BITS)
 P_SAT_FLOOR16: gl.constexpr = gl.constexpr(constants.P_SAT_FLOOR * constants.TWO_M16)
 P_SAT_BASE: gl.constexpr = gl.constexpr(constants.P_SAT_BASE)
+MAGIC: gl.constexpr = gl.constexpr(constants.MAGIC)
+GRID_STEP: gl.constexpr = gl.constexpr(constants.GRID_STEP)
+NEG_GRID_SLOPE: gl.constexpr = gl.constexpr(-128.0 * constants.GRID_STEP)  # the FFMA's slope per unit of a
+ONE_BITS: gl.constexpr = gl.constexpr(constants.ONE_BITS)
+FAR_BELOW: gl.constexpr = gl.constexpr(ptx.FAR_BELOW)
 SKELETON_P_SCALE: gl.constexpr = gl.constexpr(0.0009765625)  # 2^-10: the skeleton's P = E4M3(S / 1024)
 
 
@@ -46,7 +52,7 @@ def fused_policy(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl
     D_FLOOR: gl.constexpr = int(cfg.D_BIAS)  # floor: D_BIAS > 0
     if SEED:
         m_i = smax * rows_as(tiles.q_scale * k_scale, s)
-        c_i = (cfg.D_BIAS - 128.0 * m_i) * TWO_M16
+        c_i = (((cfg.D_BIAS - 128.0 * m_i) + MAGIC) - MAGIC) * TWO_M16  # on the pattern grid
     pmax = (gl.fma(smax, slope16, c_i) + P_BASE).to(gl.int32, bitcast=True) - P_BASE_BITS
     need = pmax > tiles.gate_p
     mark(tiles.flags + tile, need)
@@ -86,41 +92,51 @@ def fused_policy(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl
 
 
 @gluon.jit
-def fused_policy_frozen_codes(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config):
-    """`fused_policy` for mxfp8 past the seed tile, Stage-A first: the patterns of the frozen maximum (c as it
-    stands), whose bits order as integers, give the row maximum by integer maxima (two per VIMNMX3, where FMNMX
-    takes one), and each is then moved to P's scale, 128 (e_p + delta) patterns down, inside the IMAD that makes
-    it a float (`ptx.narrow_patterns`). The patterns are those of `fused_policy` but where .sat clamps them (below
-    P's scale, which the floor restores, or 385 doublings above the frozen maximum, where the gate fires with the
-    overshoot capped) and where the two FFMA offsets round a near-tie apart."""
+def fused_policy_grid(s, k_scale, m_i, c_i, tile, tiles: Tiles, cfg: Config, SEED: gl.constexpr):
+    """`fused_policy` for mxfp8, Stage-A first, on the pattern grid (`reference.schraudolph.grid_offset`): the row's
+    integer offset c is kept as k = 1 - c 2^-24 (`c_i`; as `schraudolph.held_offset` holds c), so one FFMA.SAT per
+    score, t = sat(k - 128 a s 2^-24), rounds to the pattern once and leaves it in the low bits (bits(t) = ONE_BITS -
+    pattern; .sat at 1 is the clamp at pattern 0). The tile's maximum pattern is the minimum of those bits (two per
+    VIMNMX3); the gate and the rollback shift are read off it in integers, a rollback moves k by 128 delta 2^-24
+    (one rounding, as computing k from the shifted c), and each pattern moves to P's scale inside the IMAD that
+    makes it a float (`ptx.narrow_patterns`). Patterns, gate, delta, P's codes and scale are the emulator's, bit for
+    bit, for patterns up to 2^23 (a maximum some 65000 doublings above the reference). m is the first tile's
+    maximum, not moved by rollbacks (nothing reads it)."""
     m_i = rows_as(m_i, s)
-    c_i = rows_as(c_i, s)
-    slope16 = rows_as(tiles.q_scale * TWO_M9, s) * k_scale
+    k = rows_as(c_i, s)
+    slope = rows_as(tiles.q_scale * NEG_GRID_SLOPE, s) * k_scale  # the first product is loop-invariant
     D_FLOOR: gl.constexpr = int(cfg.D_BIAS)
-    t = fma_sat(s, broadcast_to(gl.expand_dims(slope16, 1), s.shape), broadcast_to(gl.expand_dims(c_i, 1), s.shape))
-    t_bits = (t + P_BASE).to(gl.int32, bitcast=True)
-    pmax = rows_as(gl.max(thread_max3(t_bits), 1), s) - P_BASE_BITS
+    if SEED:
+        m_i = rows_as(gl.max(thread_max(s), 1), s) * (rows_as(tiles.q_scale, s) * k_scale)
+        c = ((cfg.D_BIAS - 128.0 * m_i) + MAGIC) - MAGIC  # round(D - 128 m0), ties to even
+        c = gl.where(m_i > float("-inf"), c, 0.0)  # a row without keys in its first tile: offset 0
+        k = 1.0 - c * GRID_STEP  # c 2^-24 is exact: one rounding
+    t = fma_sat(s, broadcast_to(gl.expand_dims(slope, 1), s.shape), broadcast_to(gl.expand_dims(k, 1), s.shape))
+    t_bits = t.to(gl.int32, bitcast=True)
+    pmax = ONE_BITS - rows_as(gl.min(thread_min3(t_bits), 1), s)
     need = pmax > tiles.gate_p
     mark(tiles.flags + tile, need)
     if cfg.GATE:
-        delta = gl.where(need, (pmax + (127 - D_FLOOR)) >> 7, 0)
-        m_i = m_i + delta.to(gl.float32)
-        c_i = c_i - TWO_M9 * delta.to(gl.float32)
+        delta = gl.where(need, (pmax + (127 - D_FLOOR)) >> 7, 0)  # ceil((pmax - D) / 128), in integers
+        k = k + delta.to(gl.float32) * (128.0 * GRID_STEP)
         pmax = pmax - 128 * delta
-        alpha = pow2(-delta, True, False)
+        alpha = pow2(-delta, True, False)  # delta >= 0
     else:
         delta = gl.zeros_like(pmax)
-        alpha = gl.full_like(c_i, 1.0)
+        alpha = gl.full_like(k, 1.0)
     e_p = gl.maximum((pmax >> 7) - 127 - cfg.P_EMAX, -127) + cfg.P_SHIFT
-    off = 128 * (e_p + delta)
-    k16 = broadcast_to(gl.expand_dims((0 - off) << 16, 1), s.shape)
-    floor_bits = broadcast_to(gl.expand_dims(off + P_BASE_BITS, 1), s.shape)
-    any_floor = broadcast_to(gl.expand_dims(thread_any((off > 0).to(gl.int32)), 1), s.shape)
+    e = e_p + delta  # the patterns' shift to P's scale: they were taken before the rollback
+    k16 = broadcast_to(gl.expand_dims((0 - 128 * e) << 16, 1), s.shape)
+    far = e <= FAR_BELOW
+    # 2^-e needs no clamp where it is used: -117 >= e >= -127
+    floor_or_factor = gl.where(far, pow2(0 - e, False, False).to(gl.int32, bitcast=True), ONE_BITS - 128 * e)
+    factor = broadcast_to(gl.expand_dims(floor_or_factor, 1), s.shape)
+    slow = broadcast_to(gl.expand_dims(thread_any((e > 0).to(gl.int32) | (far.to(gl.int32) << 1)), 1), s.shape)
     p8 = narrow_patterns(gl.convert_layout(t_bits, cfg.p_layout, assert_trivial=True),
                          gl.convert_layout(k16, cfg.p_layout, assert_trivial=True),
-                         gl.convert_layout(floor_bits, cfg.p_layout, assert_trivial=True),
-                         gl.convert_layout(any_floor, cfg.p_layout, assert_trivial=True))
-    return p8, e_p, alpha, m_i, c_i
+                         gl.convert_layout(factor, cfg.p_layout, assert_trivial=True),
+                         gl.convert_layout(slow, cfg.p_layout, assert_trivial=True))
+    return p8, e_p, alpha, m_i, k
 
 
 @gluon.jit
@@ -156,8 +172,8 @@ def policy(s, tile, k_scale, m_i, c_i, tiles: Tiles, cfg: Config, SEED: gl.const
     if cfg.SKELETON and not SEED:
         p8, e_p, alpha, m_i, c_i = skeleton_policy(s, m_i, c_i, cfg)
         row_sum = gl.zeros_like(c_i)
-    elif cfg.FUSED and not (SEED or cfg.P_CLAMP):
-        p8, e_p, alpha, m_i, c_i = fused_policy_frozen_codes(s, k_scale, m_i, c_i, tile, tiles, cfg)
+    elif cfg.FUSED and not cfg.P_CLAMP:
+        p8, e_p, alpha, m_i, c_i = fused_policy_grid(s, k_scale, m_i, c_i, tile, tiles, cfg, SEED)
         row_sum = gl.zeros_like(c_i)
     elif cfg.FUSED:
         p8, e_p, alpha, m_i, c_i = fused_policy(s, k_scale, m_i, c_i, tile, tiles, cfg, SEED)

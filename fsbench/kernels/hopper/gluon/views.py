@@ -70,26 +70,26 @@ def thread_any(flag):
 
 
 @gluon.jit
-def _max3(a, b, c):
-    """max(a, b, c) of int32 tensors: two chained max.s32, which ptxas fuses into one VIMNMX3."""
-    return gl.inline_asm_elementwise("{ .reg .s32 t; max.s32 t, $1, $2; max.s32 $0, t, $3; }", "=r,r,r,r",
+def _min3(a, b, c):
+    """min(a, b, c) of int32 tensors: two chained min.s32, which ptxas fuses into one VIMNMX3."""
+    return gl.inline_asm_elementwise("{ .reg .s32 t; min.s32 t, $1, $2; min.s32 $0, t, $3; }", "=r,r,r,r",
                                      [a, b, c], dtype=gl.int32, is_pure=True, pack=1)
 
 
 @gluon.jit
-def thread_max3(x):
-    """`thread_max` of int32 values by three-input maxima: each thread's 32 values of a row go 32 -> 8 -> 4 -> 2
-    -> 1 in 16 instructions (8 + 4 + 2 + 1 VIMNMX3 and one VIMNMX), where pairs take 31. The axes split are the
-    thread's own (key bits j, e, h and the two of s), so no value leaves its thread."""
+def thread_min3(x):
+    """The minimum of the 32 int32 values each thread of a quad holds per row [M, 4], by three-input minima: 32 -> 8
+    -> 4 -> 2 -> 1 in 16 instructions (8 + 4 + 2 + 1 VIMNMX3 and one VIMNMX), where pairs take 31. The axes split
+    are the thread's own (key bits j, e, h and the two of s), so no value leaves its thread."""
     y = gl.reshape(key_axes(x), [x.shape[0], 2, 2, 2, 4, 2, 2])  # [M, s1, s0, h, t, e, j], s = 2 s1 + s0
     y = gl.permute(y, [0, 4, 1, 2, 3, 5, 6])  # [M, t, s1, s0, h, e, j]
     a, b = gl.split(y)
     a0, a1 = gl.split(a)
     b0, b1 = gl.split(b)
-    d0, d1 = gl.split(_max3(a0, a1, b0))
+    d0, d1 = gl.split(_min3(a0, a1, b0))
     e0, e1 = gl.split(b1)
-    f0, f1 = gl.split(_max3(d0, d1, e0))
+    f0, f1 = gl.split(_min3(d0, d1, e0))
     g0, g1 = gl.split(e1)
-    h0, h1 = gl.split(_max3(f0, f1, g0))
+    h0, h1 = gl.split(_min3(f0, f1, g0))
     i0, i1 = gl.split(g1)
-    return gl.maximum(_max3(h0, h1, i0), i1)
+    return gl.minimum(_min3(h0, h1, i0), i1)
