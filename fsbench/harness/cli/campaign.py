@@ -8,7 +8,9 @@ import click
 
 from fsbench.folders import refuse_foreign
 from fsbench.harness.cli import evaluate, params
-from fsbench.harness.run import lock, plan as plans
+from fsbench.harness.run import lock, logs, plan as plans
+
+CAMPAIGN_LOG = "campaign.log"  # in the plan's out: every line of the campaign, its runs' included
 
 
 @click.command()
@@ -41,6 +43,7 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
         ctx.invoke(evaluate.compare, runs=tuple(runs), out=out, html_dir=html)
 
     with lock.hold(plan.out, kind="campaign"):  # new, empty or a campaign's; one campaign at a time per folder
+        logs.attach(plan.out, CAMPAIGN_LOG, every_run=True)
         work.execute(run_eval, run_compare)
     click.echo(f"results: {plan.out}")
     if plan.html:

@@ -33,7 +33,7 @@ from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.parallel import team
 from fsbench.harness.precision.schedule import Schedule
-from fsbench.harness.run import dataset, lock, made_with, orchestrator, progress
+from fsbench.harness.run import dataset, estimate, lock, logs, made_with, orchestrator, progress
 from fsbench.harness.run.plan import Plan, PlanError
 
 COMPARE = "compare"
@@ -47,7 +47,7 @@ Compare = Callable[[list[Path], Path, Path | None], None]
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of the plan: what it runs on, and how many videos it makes (the plan bar's unit)."""
+    """One step of the plan: what it runs on, and how many videos it makes or scores."""
 
     kind: str  # performance | accuracy | eval | compare
     title: str
@@ -104,7 +104,7 @@ class Campaign:
             stages += [Stage("accuracy", f"Offline accuracy [{spec.schedule.name}]", i, videos=prompts)
                        for i, spec in enumerate(self.specs)]
         if plan.metrics:
-            stages += [Stage("eval", f"eval {','.join(self._metrics(i))} [{spec.schedule.name}]", i)
+            stages += [Stage("eval", f"eval {','.join(self._metrics(i))} [{spec.schedule.name}]", i, videos=prompts)
                        for i, spec in enumerate(self.specs) if self._metrics(i)]
         stages.append(Stage("compare", f"compare{' --html' if plan.html else ''}"))
         return stages
@@ -121,20 +121,20 @@ class Campaign:
         return found
 
     def execute(self, evaluate: Evaluate, compare: Compare) -> None:
-        """Run the pending stages in order under one plan bar; `evaluate` and `compare` are the CLI's commands.
-        Every generation stage to run goes to the orchestrator at once, so the pipeline loads once."""
+        """Run the pending stages in order under one plan bar, each weighed by its estimated seconds; `evaluate`
+        and `compare` are the CLI's commands. Every generation stage to run goes to the orchestrator at once, so
+        the pipeline loads once. Lines of a stage go to its run's log, the others to the campaign's only."""
         steps = self.pending()
         queue = [(f"[{number}/{len(steps)}] {stage.title}", stage, why)
                  for number, (stage, why) in enumerate(steps, start=1)]
-        units = [stage.videos for _, stage, why in queue if why is None and stage.kind in _GENERATION]
-        total = None if None in units else sum(u for u in units if u is not None)
+        seconds = self.seconds([stage for _, stage, why in queue if why is None])
 
         def advance() -> Stage | None:
             """Announce the skipped stages up to the next one that runs, and that one; return it."""
             while queue:
                 head, stage, why = queue.pop(0)
                 if why is None:
-                    progress.stage(head)
+                    progress.stage(head, seconds[stage], *self._units(stage))
                     return stage
                 progress.note(f"{head}: skipped, {why}")
             return None
@@ -145,25 +145,53 @@ class Campaign:
             click.echo(f"[{job.spec.schedule.name}] {orchestrator.describe(summary)}")
             after_jobs[0] = advance()
 
-        if self.plan.description:
-            progress.note(f"{self.plan.path}: {self.plan.description}")
-        with progress.plan(total, "video"):
-            current = advance()
-            while current is not None:
-                if current.kind in _GENERATION:
-                    stages = [current] + [s for _, s, why in queue if why is None and s.kind in _GENERATION]
-                    jobs = [self._job(stage) for stage in stages]
-                    with lock.hold(*{job.run for job in jobs}):
-                        orchestrator.run(jobs, done)
-                    current = after_jobs[0]
-                elif current.kind == "eval":
-                    evaluate(self.runs[current.index], self._reference(current.index), self._metrics(current.index))
-                    current = advance()
-                else:
-                    html = self.compare_dir / "html" if self.plan.html else None
-                    compare(self.runs, self.compare_dir, html)
-                    files.atomic_write_text(self.compare_dir / STAMP, json.dumps(self._inputs(), indent=1) + "\n")
-                    current = advance()
+        with logs.scope(None):
+            if self.plan.description:
+                progress.note(f"{self.plan.path}: {self.plan.description}")
+            with progress.plan(sum(seconds.values())):
+                current = advance()
+                while current is not None:
+                    if current.kind in _GENERATION:
+                        stages = [current] + [s for _, s, why in queue if why is None and s.kind in _GENERATION]
+                        jobs = [self._job(stage) for stage in stages]
+                        with lock.hold(*{job.run for job in jobs}):
+                            orchestrator.run(jobs, done)
+                        current = after_jobs[0]
+                    elif current.kind == "eval":
+                        run = self.runs[current.index]
+                        with logs.scope(run):
+                            evaluate(run, self._reference(current.index), self._metrics(current.index))
+                        current = advance()
+                    else:
+                        html = self.compare_dir / "html" if self.plan.html else None
+                        compare(self.runs, self.compare_dir, html)
+                        files.atomic_write_text(self.compare_dir / STAMP, json.dumps(self._inputs(), indent=1) + "\n")
+                        current = advance()
+
+    def seconds(self, stages: list[Stage]) -> dict[Stage, float]:
+        """Each stage's estimated seconds on this device (harness.run.estimate): the plan bar's weights."""
+        spec = self.specs[0]
+        rate = estimate.device_rate(self.device) if stages else 0.0
+        prompts = len(spec.prompts.texts)
+        found = {}
+        for stage in stages:
+            if stage.kind in _GENERATION:
+                test = loadgen.build_test_settings(stage.opts, prompts)
+                videos = stage.videos or (prompts if stage.opts.mode == "accuracy" else test.min_query_count)
+                least = test.min_duration_ms / 1000 if stage.opts.mode == "performance" else 0.0
+                found[stage] = estimate.generation_s(spec.model, spec.settings, videos, rate, least)
+            elif stage.kind == "eval":
+                found[stage] = estimate.eval_s(spec.settings, prompts)
+            else:
+                found[stage] = estimate.page_s(spec.settings, prompts * len(self.specs) * (2 if self.plan.html else 0))
+        return found
+
+    @staticmethod
+    def _units(stage: Stage) -> tuple[int | None, str]:
+        """What the stage's inner bars count, which advance the plan bar within the stage."""
+        if stage.kind in _GENERATION:
+            return stage.videos, "video"
+        return (None, "") if stage.kind == "compare" else (stage.videos, "prompt")
 
     def _job(self, stage: Stage) -> orchestrator.Job:
         """A campaign resumes as a sweep does: its accuracy pass keeps the intact videos of the same settings."""

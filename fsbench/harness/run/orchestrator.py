@@ -242,7 +242,8 @@ def _passes(jobs: tuple[Job, ...], on_summary: Callable[[Job, dict[str, Any]], N
             if not team.leads:
                 _follow(pipe, job, team, record)
                 continue
-            summary = run_scenario(pipe, job, team, speed=record)
+            with logs.scope(job.run):  # this job's lines in its run's log only
+                summary = run_scenario(pipe, job, team, speed=record)
             summaries.append(summary)
             if on_summary is not None:
                 on_summary(job, summary)
