@@ -120,6 +120,36 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
         assert "\r" not in (folder / name).read_text()
 
 
+def test_each_run_log_holds_only_its_own_lines_once_and_the_campaign_log_holds_them_all(killed_and_rerun):
+    _, out, _ = killed_and_rerun
+    for schedule, other in (("bf16", "mxfp8"), ("mxfp8", "bf16")):
+        lines = (out / schedule / "fsbench.log").read_text().splitlines()
+        assert not [line for line in lines if f"[{other}]" in line or f"({other})" in line], lines
+        messages = "\n".join(line.split(" ", 2)[2] for line in lines if line[:2] == "20")  # no time stamps
+        commands = messages.split("INFO fsbench: command:")
+        for command in commands[1:]:  # the killed campaign's and the rerun's
+            said = [line for line in command.splitlines()[1:] if line]
+            assert len(said) == len(set(said)), said
+            assert sum("finished in" in line for line in said) <= 1
+    campaign = (out / "campaign.log").read_text()
+    for schedule in ("bf16", "mxfp8"):
+        assert f"Offline accuracy [{schedule}]: video 2/2" in campaign
+    assert "fidelity [mxfp8]: prompt 2/2" in (out / "mxfp8" / "fsbench.log").read_text()
+
+
+def test_a_log_written_to_a_file_says_every_stage_and_the_videos_with_their_times(killed_and_rerun):
+    folder, out, _ = killed_and_rerun
+    log = (folder / "first.log").read_text().splitlines()
+    assert "[1/6] SingleStream performance [bf16]: started" in log
+    assert any(line.startswith("[1/6] SingleStream performance [bf16]: done in ") for line in log), log
+    videos = [line for line in log if line.startswith("SingleStream performance [bf16]: video ")]
+    assert [line.split()[4] for line in videos] == ["1/2", "2/2"], videos
+    assert all(" s, mean " in line and line.endswith(" left") for line in videos), videos
+    stamps = [time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+              for line in (out / "campaign.log").read_text().splitlines() if line[:2] == "20"]
+    assert stamps and max(b - a for a, b in zip(stamps, stamps[1:])) <= 30
+
+
 @pytest.mark.parametrize("edit, field", [
     ({"schedules": "bf16,mxfp8"}, "schedules: expected list"),
     ({"schedules": ["bf16", "mxfp9"]}, "schedules[1]:"),
@@ -140,6 +170,12 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
     ({"speed": {"offload": True}}, "speed: --offload moves weights"),
     ({"prompts": {"count": "two"}}, "prompts.count: expected int"),
     ({"accuracy": False}, "metrics: scores the accuracy sweep's videos"),
+    ({"submission": {"division": "network", "submitter": "Org"}}, "submission.division: 'network'"),
+    ({"submission": {"division": "open"}}, "submission.submitter: missing"),
+    ({"submission": {"submitter": "Org", "system": "a/b"}}, "submission.system: 'a/b' must be a folder name"),
+    ({"submission": {"submitter": "Org", "checker": "nowhere"}}, "submission.checker: no folder"),
+    ({"submission": {"submitter": "Org"}, "performance": {"SingleStream": {"count": 64}}},
+     "submission: the runs could not be packaged (Offline has no performance run: add [performance.Offline]"),
 ])
 def test_a_bad_plan_field_is_named_in_one_line_and_nothing_is_written(tmp_path, edit, field):
     out = tmp_path / "out"
@@ -163,6 +199,31 @@ def _tables(name: str, table: dict) -> str:
     flat = "".join(f"{k} = {_toml(v)}\n" for k, v in table.items() if not isinstance(v, dict))
     nested = "".join(_tables(f"{name}.{k}", v) for k, v in table.items() if isinstance(v, dict))
     return f"[{name}]\n{flat}{nested}"
+
+
+def test_a_dry_run_says_why_the_quickstart_plan_cannot_become_a_submission(tmp_path):
+    result = CliRunner().invoke(main, ["campaign", str(ROOT / "scenarios" / "campaigns" / "tiny-demo.toml"),
+                                       "--dry-run", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    said = [line.split(": ", 2)[2] for line in result.stdout.splitlines() if line.startswith("submission: cannot")]
+    assert said[:3] == [
+        "SingleStream has no accuracy run: add a [submission] table",
+        "Offline has no performance run: add [performance.Offline]",
+        "performance.SingleStream.time: min_duration is 0 ms, needs >= 600000: drop `time` (`count` stops a run "
+        "early, in the open division)"]
+    assert "performance.SingleStream.count: 16 queries cannot meet early stopping" in result.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_submission_plan_keeps_mlperf_durations_and_can_package(tmp_path, shared_data):
+    plan = ROOT / "scenarios" / "campaigns" / "tiny-submission.toml"
+    result = CliRunner().invoke(main, ["campaign", str(plan), "--dry-run", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "submission: the runs can be packaged for the open division"
+    assert [line.split(": ")[0] for line in result.stdout.splitlines()[:-1]] == [
+        "[1/6] SingleStream performance [bf16]", "[2/6] Offline performance [bf16]",
+        "[3/6] SingleStream accuracy [bf16]", "[4/6] Offline accuracy [bf16]", "[5/6] compare",
+        "[6/6] submission --division open [bf16]"]
 
 
 def test_the_shipped_plans_are_valid(tmp_path):

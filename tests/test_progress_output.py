@@ -94,7 +94,7 @@ def test_a_bad_spec_in_schedules_is_one_line_and_no_table():
     assert result.stdout == "" and result.stderr.count("\n") == 1 and "both set step 2" in result.stderr
 
 
-def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta(tmp_path):
+def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta_and_prints_nothing_over_it(tmp_path):
     plan = tmp_path / "plan.toml"
     plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{tmp_path / "out"}"\ndevice = "cpu"\n'
                     'metrics = []\naccuracy = false\nhtml = false\n[prompts]\ncount = 2\n'
@@ -102,6 +102,16 @@ def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta(tmp_path)
                     '[performance.SingleStream]\ncount = 3\ntime = 0\n')
     code, shown = _on_a_terminal("campaign", str(plan))
     assert code == 0, shown
-    plan_bar = [line for line in shown.replace("\r\n", "\n").replace("\r", "\n").splitlines()
-                if line.startswith("[1/2] SingleStream performance [bf16]")]
-    assert any("3/3 video" in line for line in plan_bar) and all("<" in line for line in plan_bar), shown
+    drawn = shown.replace("\r\n", "\n").replace("\r", "\n").splitlines()
+    generating = [line for line in drawn if line.startswith("[1/2] SingleStream performance [bf16] ")]
+    comparing = [line for line in drawn if line.startswith("[2/2] compare ")]
+    assert any("3/3" in line for line in drawn if line.startswith("SingleStream performance [bf16]:")), shown
+    assert generating and all("<" in line for line in generating), shown  # elapsed<remaining
+    percent = [int(line.split("%")[0].split()[-1]) for line in generating]
+    assert max(percent) < 100 and percent[-1] > 0, percent  # compare weighs on the plan bar too
+    assert comparing[-1].split("%")[0].endswith("100"), comparing
+    # every message and result starts a line of its own: none is drawn over a bar
+    for said in ("[bf16] SingleStream PerformanceOnly", "[1/2] SingleStream performance [bf16]: done in",
+                 "wrote ", "results: "):
+        at = shown.index(said)
+        assert shown[at - 1] in "\r\n", repr(shown[at - 80:at + 40])

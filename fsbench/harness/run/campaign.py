@@ -30,11 +30,11 @@ import torch
 
 from fsbench import files, rundir
 from fsbench.errors import FsbenchError
-from fsbench.harness.mlperf import loadgen
+from fsbench.harness.mlperf import loadgen, rules
 from fsbench.harness.parallel import team
 from fsbench.harness.precision.schedule import Schedule
 from fsbench.harness.run import dataset, estimate, lock, logs, made_with, orchestrator, progress
-from fsbench.harness.run.plan import Plan, PlanError
+from fsbench.harness.run.plan import Plan, PlanError, Submission
 
 COMPARE = "compare"
 STAMP = "inputs.json"  # in <out>/compare/: what the comparison was drawn from
@@ -43,6 +43,8 @@ ACCURACY = loadgen.LoadgenOptions("Offline", "accuracy")
 _GENERATION = ("performance", "accuracy")
 Evaluate = Callable[[Path, Path | None, tuple[str, ...]], None]
 Compare = Callable[[list[Path], Path, Path | None], None]
+Package = Callable[[Path, Path, Submission, str], None]
+SUBMISSION = "submission"  # in <out>: <schedule>/, the tree of that schedule's run, and <schedule>.json, its inputs
 
 
 @dataclass(frozen=True)
@@ -100,14 +102,59 @@ class Campaign:
             for i, spec in enumerate(self.specs):
                 stages.append(Stage("performance", f"{opts.scenario} performance [{spec.schedule.name}]", i, opts,
                                     opts.count))
-        if plan.accuracy:
-            stages += [Stage("accuracy", f"Offline accuracy [{spec.schedule.name}]", i, videos=prompts)
+        for scenario in self.accuracy_scenarios():
+            opts = loadgen.LoadgenOptions(scenario, "accuracy")
+            stages += [Stage("accuracy", f"{scenario} accuracy [{spec.schedule.name}]", i, opts, prompts)
                        for i, spec in enumerate(self.specs)]
         if plan.metrics:
             stages += [Stage("eval", f"eval {','.join(self._metrics(i))} [{spec.schedule.name}]", i, videos=prompts)
                        for i, spec in enumerate(self.specs) if self._metrics(i)]
         stages.append(Stage("compare", f"compare{' --html' if plan.html else ''}"))
+        if plan.submission is not None:
+            stages += [Stage("submission", f"submission --division {plan.submission.division} "
+                                           f"[{spec.schedule.name}]", i) for i, spec in enumerate(self.specs)]
         return stages
+
+    def accuracy_scenarios(self) -> tuple[str, ...]:
+        """Where the accuracy sweep runs: Offline (the videos eval scores), and for a submission every scenario of
+        the performance runs too (the later passes reuse the videos, so each is generated once)."""
+        if not self.plan.accuracy:
+            return ()
+        asked = {opts.scenario for opts in self.plan.performance} if self.plan.submission is not None else set()
+        return tuple(s for s in loadgen.SCENARIOS if s == ACCURACY.scenario or s in asked)
+
+    def packaging(self) -> list[str]:
+        """Why this plan's runs could not become a submission tree (`fsbench submission`), by the checker's rules
+        that a plan decides; empty when they can."""
+        plan = self.plan
+        division = plan.submission.division if plan.submission is not None else "open"
+        prompts = len(self.specs[0].prompts.texts)
+        performance = {opts.scenario: opts for opts in plan.performance}
+        accuracy = set(self.accuracy_scenarios())
+        found = []
+        if not performance and not accuracy:
+            found.append("the plan makes no LoadGen run")
+        for scenario in loadgen.SCENARIOS:
+            if scenario in accuracy and scenario not in performance:
+                found.append(f"{scenario} has no performance run: add [performance.{scenario}]")
+            if scenario in performance and scenario not in accuracy:
+                found.append(f"{scenario} has no accuracy run: "
+                             + ("set accuracy = true" if not plan.accuracy else "add a [submission] table"))
+        for scenario, opts in performance.items():
+            test = loadgen.build_test_settings(opts, prompts)
+            if test.min_duration_ms < rules.MIN_DURATION_MS:
+                found.append(f"performance.{scenario}.time: min_duration is {test.min_duration_ms} ms, needs >= "
+                             f"{rules.MIN_DURATION_MS}: drop `time` (`count` stops a run early, in the open division)")
+            if scenario == "SingleStream" and test.min_query_count < rules.EARLY_STOPPING_MIN_QUERIES:
+                found.append(f"performance.SingleStream.count: {test.min_query_count} queries cannot meet early "
+                             f"stopping, which needs at least {rules.EARLY_STOPPING_MIN_QUERIES}")
+            if division == "closed" and opts.count is not None:
+                found.append(f"performance.{scenario}.count: stops the run early, which the closed division "
+                             "refuses (it needs VALID runs): drop `count`")
+        if prompts != rules.ACCURACY_SAMPLES:
+            found.append(f"prompts: {prompts} prompts; the accuracy run needs MLPerf's {rules.ACCURACY_SAMPLES} "
+                         "(prompts.file = vbench_prompts.txt, no count)")
+        return found
 
     def pending(self) -> list[tuple[Stage, str | None]]:
         """Every stage with None where it must run, else why it is skipped."""
@@ -120,10 +167,10 @@ class Campaign:
             found.append((stage, why))
         return found
 
-    def execute(self, evaluate: Evaluate, compare: Compare) -> None:
-        """Run the pending stages in order under one plan bar, each weighed by its estimated seconds; `evaluate`
-        and `compare` are the CLI's commands. Every generation stage to run goes to the orchestrator at once, so
-        the pipeline loads once. Lines of a stage go to its run's log, the others to the campaign's only."""
+    def execute(self, evaluate: Evaluate, compare: Compare, package: Package) -> None:
+        """Run the pending stages in order under one plan bar, each weighed by its estimated seconds; `evaluate`,
+        `compare` and `package` are the CLI's commands. Every generation stage to run goes to the orchestrator at
+        once, so the pipeline loads once. Lines of a stage go to its run's log, the others to the campaign's only."""
         steps = self.pending()
         queue = [(f"[{number}/{len(steps)}] {stage.title}", stage, why)
                  for number, (stage, why) in enumerate(steps, start=1)]
@@ -162,6 +209,15 @@ class Campaign:
                         with logs.scope(run):
                             evaluate(run, self._reference(current.index), self._metrics(current.index))
                         current = advance()
+                    elif current.kind == "submission":
+                        root = self.submission_root(current.index)
+                        assert self.plan.submission is not None  # a submission stage is planned with one
+                        with logs.scope(None):
+                            package(self.runs[current.index], root, self.plan.submission,
+                                    self.submission_system(current.index))
+                        files.atomic_write_text(root.with_suffix(".json"),
+                                                json.dumps(self._packaged(current.index), indent=1) + "\n")
+                        current = advance()
                     else:
                         html = self.compare_dir / "html" if self.plan.html else None
                         compare(self.runs, self.compare_dir, html)
@@ -182,6 +238,8 @@ class Campaign:
                 found[stage] = estimate.generation_s(spec.model, spec.settings, videos, rate, least)
             elif stage.kind == "eval":
                 found[stage] = estimate.eval_s(spec.settings, prompts)
+            elif stage.kind == "submission":
+                found[stage] = estimate.page_s(spec.settings, len(loadgen.SCENARIOS) * 10)  # ten audit videos
             else:
                 found[stage] = estimate.page_s(spec.settings, prompts * len(self.specs) * (2 if self.plan.html else 0))
         return found
@@ -191,7 +249,7 @@ class Campaign:
         """What the stage's inner bars count, which advance the plan bar within the stage."""
         if stage.kind in _GENERATION:
             return stage.videos, "video"
-        return (None, "") if stage.kind == "compare" else (stage.videos, "prompt")
+        return (stage.videos, "prompt") if stage.kind == "eval" else (None, "")
 
     def _job(self, stage: Stage) -> orchestrator.Job:
         """A campaign resumes as a sweep does: its accuracy pass keeps the intact videos of the same settings."""
@@ -211,6 +269,9 @@ class Campaign:
         """Why `stage`'s records can stand (a short phrase), or None when it must run."""
         if stage.kind == "compare":
             return "the comparison of these results is written" if self._compared() else None
+        if stage.kind == "submission":
+            stamp = _read_json(self.submission_root(stage.index).with_suffix(".json"))
+            return "the tree of these runs is written" if stamp and stamp == self._packaged(stage.index) else None
         run, spec = self.runs[stage.index], self.specs[stage.index]
         manifest = self._manifest(run, spec)
         if manifest is None:
@@ -275,6 +336,23 @@ class Campaign:
             if vbench.get("videos_sha256") != digest or vbench.get("overall") is None:
                 return False
         return True
+
+    def submission_root(self, index: int) -> Path:
+        return self.plan.out / SUBMISSION / self.runs[index].name
+
+    def submission_system(self, index: int) -> str:
+        """The system's name in the tree: the plan's, or the run's (cpu-tiny), with the schedule's folder name."""
+        asked = self.plan.submission.system if self.plan.submission is not None else None
+        return f"{asked or self.system}-{self.runs[index].name}"
+
+    def _packaged(self, index: int) -> dict[str, Any]:
+        """What a schedule's tree was made from: its run's manifest (by digest) and the submission asked for."""
+        manifest = self.runs[index] / rundir.MANIFEST
+        digest = hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest.is_file() else None
+        asked = asdict(self.plan.submission) if self.plan.submission is not None else {}
+        tree = self.submission_root(index) / asked.get("division", "") / asked.get("submitter", "")
+        return {"manifest": digest, "submission": {k: str(v) for k, v in asked.items()},
+                "system": self.submission_system(index), "written": tree.is_dir()}
 
     def _inputs(self) -> dict[str, Any]:
         """What the comparison reads: every run's manifest and scores, by digest, and whether a page is drawn."""
