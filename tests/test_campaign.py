@@ -234,3 +234,35 @@ def test_the_shipped_plans_are_valid(tmp_path):
     mlperf = plans.load(ROOT / "scenarios" / "campaigns" / "mlperf-a14b.toml")
     assert [o.scenario for o in mlperf.performance] == ["SingleStream", "Offline"]
     assert "vbench" in mlperf.metrics and len(mlperf.schedules) == 5
+
+
+@pytest.mark.slow
+def test_a_shorter_run_of_the_submission_plan_breaks_only_the_rules_of_its_length(tmp_path, shared_data, capsys):
+    """The shipped submission plan on 8 prompts and 4 SingleStream queries (a minute, not the minutes of the full
+    plan), every stage run as the campaign runs it: its submission stage applies every rule of the checker, and only
+    those that need MLPerf's full length fail, the ones --dry-run names beforehand."""
+    import click
+
+    from fsbench.errors import FsbenchError
+    from fsbench.harness.cli import campaign as cli_campaign
+    from fsbench.harness.run import plan as plans
+    from fsbench.harness.run.campaign import Campaign
+
+    shipped = (ROOT / "scenarios" / "campaigns" / "tiny-submission.toml").read_text()
+    plan = tmp_path / "plan.toml"
+    plan.write_text(shipped.replace('out = "results/runs/campaigns/tiny-submission"', f'out = "{tmp_path / "out"}"')
+                    .replace("[prompts]\n", "[prompts]\ncount = 8\n").replace("count = 64", "count = 4"))
+    dry = CliRunner().invoke(main, ["campaign", str(plan), "--dry-run"])
+    assert [line.split(": ", 2)[2].split(":")[0] for line in dry.stdout.splitlines()
+            if line.startswith("submission: cannot")] == ["performance.SingleStream.count", "prompts"], dry.output
+    refused = CliRunner().invoke(main, ["campaign", str(plan)])
+    assert refused.exit_code == 2 and "submission: the runs could not be packaged" in refused.stderr
+    capsys.readouterr()
+    with click.Context(main, info_name="fsbench") as ctx, pytest.raises(FsbenchError, match="submission not written"):
+        Campaign(plans.load(plan)).execute(*cli_campaign.commands(ctx))  # the campaign as if it had not refused
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    length_rules = ("accuracy run covers 8 samples, the dataset has 248", "audit video",
+                    "early stopping not met with 4 queries", "performance sample count 8 < 50")
+    assert errors and [e for e in errors if not any(rule in e for rule in length_rules)] == []
+    assert all(any(rule in e for e in errors) for rule in length_rules), errors
+    assert {line.split("/")[5] for line in errors} == {"Offline", "SingleStream"}  # both scenarios were packaged

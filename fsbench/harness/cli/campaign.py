@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,9 @@ from fsbench.errors import FsbenchError
 from fsbench.folders import refuse_foreign
 from fsbench.harness.cli import evaluate, params, submission as cli_submission
 from fsbench.harness.run import lock, logs, plan as plans
+
+if TYPE_CHECKING:
+    from fsbench.harness.run.campaign import Compare, Evaluate, Package
 
 CAMPAIGN_LOG = "campaign.log"  # in the plan's out: every line of the campaign, its runs' included
 
@@ -69,7 +73,18 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
     if plan.submission is not None and problems:
         raise FsbenchError(f"{plan_file}: submission: the runs could not be packaged ({'; '.join(problems)}); "
                            "`fsbench campaign --dry-run` lists every reason")
-    ctx = click.get_current_context()
+    with lock.hold(plan.out, kind="campaign"):  # new, empty or a campaign's; one campaign at a time per folder
+        logs.attach(plan.out, CAMPAIGN_LOG, every_run=True)
+        work.execute(*commands(click.get_current_context()))
+    click.echo(f"results: {plan.out}")
+    if plan.html:
+        click.echo(f"page:    {work.compare_dir / 'html' / 'index.html'}")
+    if plan.submission is not None:
+        click.echo(f"submission: {plan.out / 'submission'}")
+
+
+def commands(ctx: click.Context) -> tuple[Evaluate, Compare, Package]:
+    """The stages that are commands of their own (eval, compare, submission), as a campaign calls them."""
 
     def run_eval(run: Path, reference: Path | None, metrics: tuple[str, ...]) -> None:
         ctx.invoke(evaluate.eval_cmd, run=run, reference=reference, metrics=",".join(metrics))
@@ -81,11 +96,4 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
         ctx.invoke(cli_submission.submission, runs=(run,), out=root, division=asked.division,
                    submitter=asked.submitter, system=system, checkout=asked.checker)
 
-    with lock.hold(plan.out, kind="campaign"):  # new, empty or a campaign's; one campaign at a time per folder
-        logs.attach(plan.out, CAMPAIGN_LOG, every_run=True)
-        work.execute(run_eval, run_compare, run_submission)
-    click.echo(f"results: {plan.out}")
-    if plan.html:
-        click.echo(f"page:    {work.compare_dir / 'html' / 'index.html'}")
-    if plan.submission is not None:
-        click.echo(f"submission: {plan.out / 'submission'}")
+    return run_eval, run_compare, run_submission
