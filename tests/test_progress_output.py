@@ -64,11 +64,11 @@ def test_eval_draws_its_bar_on_a_terminal_and_quiet_hides_it(sweep):
     args = ["eval", str(spec), "--reference", str(sweep / "bf16"), "--metrics", "psnr", "--workers", "1"]
     code, shown = _on_a_terminal(*args)
     assert code == 0, shown
-    assert "\r" in shown.replace("\r\n", "\n") and "fidelity:" in shown  # the bar, redrawn in place
+    assert "\r" in shown.replace("\r\n", "\n") and f"fidelity [{spec.name}]:" in shown  # the bar, redrawn in place
     (spec / "eval" / "summary.json").unlink()
     code, quiet = _on_a_terminal("-q", *args)
     assert code == 0, quiet
-    assert "\r" not in quiet.replace("\r\n", "\n") and "fidelity:" not in quiet
+    assert "\r" not in quiet.replace("\r\n", "\n") and f"fidelity [{spec.name}]:" not in quiet
     assert "fidelity vs" in quiet  # the result itself is still printed
 
 
