@@ -65,7 +65,6 @@ def eval_cmd(run: Path, reference: Path | None, metrics: str, workers: int | Non
             scoring.score_fidelity(run, reference, fidelity_metrics, ranks)
         if not scoring.leads():
             return  # a torchrun rank other than 0: its share is in RUN/eval/, rank 0 summarizes and runs VBench
-        logs.attach(run_folder.path)
         if reference is not None and fidelity_metrics:
             incomplete += _fidelity(run_folder, Run.open(reference), fidelity_metrics, workers or _default_workers())
         if "vbench" in chosen:

@@ -206,6 +206,7 @@ class Campaign:
                         current = after_jobs[0]
                     elif current.kind == "eval":
                         run = self.runs[current.index]
+                        logs.attach(run)  # its scores' lines in its log, whether or not this command generated it
                         with logs.scope(run):
                             evaluate(run, self._reference(current.index), self._metrics(current.index))
                         current = advance()

@@ -128,7 +128,8 @@ def device_info(device: torch.device, model: str) -> dict[str, Any]:
 def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
     """Step 5: the diffusers pipeline, with its per-video denoising bar kept short-lived."""
     progress.quiet_libraries()
-    pipe = pipeline.build(spec.model, spec.settings, device)
+    with progress.working(f"loading {spec.model}"):
+        pipe = pipeline.build(spec.model, spec.settings, device)
     pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=not progress.shown())
     return pipe
 

@@ -221,6 +221,11 @@ def stage(text: str, weight: float = 0.0, units: int | None = None, unit: str = 
     state.context.enter_context(_TALK.working_on(text))
 
 
+def working(desc: str) -> contextlib.AbstractContextManager[None]:
+    """A block with no bar of its own (loading a pipeline): the heartbeat says it is still running."""
+    return _TALK.working_on(desc)
+
+
 def note(text: str) -> None:
     """A line of its own, above the plan bar on a terminal (a stage skipped, say)."""
     _TALK.say(text, above_bars=True)
@@ -270,6 +275,9 @@ class _AboveBars(io.TextIOBase):
 
     def isatty(self) -> bool:
         return bool(self.stream.isatty())
+
+    def fileno(self) -> int:
+        return int(self.stream.fileno())
 
 
 def quiet_libraries() -> None:
