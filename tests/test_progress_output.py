@@ -59,6 +59,17 @@ def test_sweep_takes_spec_strings_through_repeated_schedule(sweep):
     assert load_manifest(sweep / folders[1])["results"]["Offline"]["accuracy"]["samples"] == 2
 
 
+def test_each_pass_of_a_sweep_logs_its_lines_into_its_own_run_once(sweep):
+    spec = next(p for p in sweep.iterdir() if p.name.startswith("spec-"))
+    for run, other in ((sweep / "bf16", SPEC), (spec, "[bf16]")):
+        lines = (run / "fsbench.log").read_text().splitlines()
+        messages = [line.split(" ", 2)[2] for line in lines if line[:2] == "20"]
+        assert messages[0].startswith("INFO fsbench: command: fsbench sweep")
+        assert not [m for m in messages[1:] if other in m], messages
+        assert len(messages) == len(set(messages)) and sum("finished in" in m for m in messages) == 1, messages
+        assert any(m.endswith("video 2/2 in " + m.split(" in ")[-1]) for m in messages if "accuracy" in m), messages
+
+
 def test_eval_draws_its_bar_on_a_terminal_and_quiet_hides_it(sweep):
     spec = next(p for p in sweep.iterdir() if p.name.startswith("spec-"))
     args = ["eval", str(spec), "--reference", str(sweep / "bf16"), "--metrics", "psnr", "--workers", "1"]
