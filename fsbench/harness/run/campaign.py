@@ -1,9 +1,10 @@
 """`fsbench campaign PLAN.toml`: a plan's stages in order, each skipped when its verified records exist.
 
 Stages: the performance runs of every schedule (per scenario of the plan), the accuracy sweep, eval of every
-schedule against the reference, then compare (with its page). Every schedule has one run folder, <out>/<schedule>/,
-which holds its performance results, its videos and its scores, so compare finds latency, speedup and fidelity in
-one place. A stage is done when the records it would write are there and were made with the plan's settings:
+schedule against the reference, then compare (with its page) and, if the plan asks, a submission tree per
+schedule. Every schedule has one run folder, <out>/<schedule>/, which holds its performance results, its videos and
+its scores, so compare finds latency, speedup and fidelity in one place. A stage is done when the records it would
+write are there and were made with the plan's settings:
 
 - performance: the manifest's header matches the plan (model, settings and latent, schedule, prompts), it holds
   the scenario's result with the plan's LoadGen overrides and speed options, and LoadGen's summary log exists;
@@ -11,7 +12,9 @@ one place. A stage is done when the records it would write are there and were ma
   these settings, file unchanged); it runs again after a performance run of its schedule, which rewrites videos;
 - eval: RUN/eval/summary.json holds every metric asked for, over every prompt, for these very videos (their
   digest) against this reference;
-- compare: <out>/compare/inputs.json records the digest of the manifests and scores it was drawn from.
+- compare: <out>/compare/inputs.json records the digest of the manifests and scores it was drawn from;
+- submission (a plan's [submission]): <out>/submission/<schedule>.json records the digest of the run's manifest and
+  the submission asked for, and the tree `fsbench submission` wrote is there.
 
 A killed campaign therefore resumes where it stopped: a finished stage is not run again, and an interrupted
 accuracy sweep or eval keeps what it finished (videos by their sidecars, scores by their per-prompt records).
@@ -51,7 +54,7 @@ SUBMISSION = "submission"  # in <out>: <schedule>/, the tree of that schedule's 
 class Stage:
     """One step of the plan: what it runs on, and how many videos it makes or scores."""
 
-    kind: str  # performance | accuracy | eval | compare
+    kind: str  # performance | accuracy | eval | compare | submission
     title: str
     index: int = -1  # the schedule's position in the plan (compare has none)
     opts: loadgen.LoadgenOptions = ACCURACY  # the LoadGen test of a generation stage
@@ -213,9 +216,8 @@ class Campaign:
                     elif current.kind == "submission":
                         root = self.submission_root(current.index)
                         assert self.plan.submission is not None  # a submission stage is planned with one
-                        with logs.scope(None):
-                            package(self.runs[current.index], root, self.plan.submission,
-                                    self.submission_system(current.index))
+                        package(self.runs[current.index], root, self.plan.submission,
+                                self.submission_system(current.index))
                         files.atomic_write_text(root.with_suffix(".json"),
                                                 json.dumps(self._packaged(current.index), indent=1) + "\n")
                         current = advance()
