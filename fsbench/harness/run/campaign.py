@@ -354,7 +354,7 @@ class Campaign:
         digest = hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest.is_file() else None
         asked = asdict(self.plan.submission) if self.plan.submission is not None else {}
         tree = self.submission_root(index) / asked.get("division", "") / asked.get("submitter", "")
-        return {"manifest": digest, "submission": {k: str(v) for k, v in asked.items()},
+        return {"manifest": digest, "submission": {k: None if v is None else str(v) for k, v in asked.items()},
                 "system": self.submission_system(index), "written": tree.is_dir()}
 
     def _inputs(self) -> dict[str, Any]:
