@@ -94,7 +94,10 @@ class _Talk:
                 if not self.working or _clock() - self.last < HEARTBEAT_S:
                     continue
                 desc, since = self.working[-1]
-            self.say(f"{desc}: still running, {duration(_clock() - since)} in")
+            try:
+                self.say(f"{desc}: still running, {duration(_clock() - since)} in")
+            except (OSError, ValueError):  # stderr closed under it (a pipe's reader gone): the command says the rest
+                return
 
 
 _TALK = _Talk()
