@@ -84,9 +84,11 @@ def _duration(seconds: float) -> str:
 
 # A campaign's plan bar weighs its stages by these estimates; only their ratios matter there. Besides the
 # transformer, a video costs a fixed part (the VAE, the encoder, LoadGen) and a part per pixel (frames x height x
-# width), as do its scores and its page; measured with the tiny model on a 2-core CPU.
-PER_VIDEO_S = {"generate": 0.9, "eval": 0.1, "page": 0.3}
+# width), as do its scores and its page, which also cost a start (worker processes, plots); measured with the tiny
+# model on a 2-core CPU.
+PER_VIDEO_S = {"generate": 0.9, "eval": 0.1, "page": 0.5}
 PER_PIXEL_S = {"generate": 1e-6, "eval": 1e-7, "page": 1e-7}
+START_S = {"eval": 5.0, "page": 5.0}
 
 
 def _pixels(settings: Settings) -> int:
@@ -105,9 +107,9 @@ def generation_s(model: str, settings: Settings, videos: int, rate: float, min_d
 
 def eval_s(settings: Settings, videos: int) -> float:
     """Seconds to score `videos` videos against their reference."""
-    return videos * (PER_VIDEO_S["eval"] + PER_PIXEL_S["eval"] * _pixels(settings))
+    return START_S["eval"] + videos * (PER_VIDEO_S["eval"] + PER_PIXEL_S["eval"] * _pixels(settings))
 
 
 def page_s(settings: Settings, videos: int) -> float:
     """Seconds to write a compare page of `videos` videos (copies and differences)."""
-    return 1.0 + videos * (PER_VIDEO_S["page"] + PER_PIXEL_S["page"] * _pixels(settings))
+    return START_S["page"] + videos * (PER_VIDEO_S["page"] + PER_PIXEL_S["page"] * _pixels(settings))
