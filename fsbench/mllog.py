@@ -1,8 +1,8 @@
 """LoadGen's detail log (`mlperf_log_detail.txt`, one `:::MLLOG {json}` record a line), read in one place for the
 harness (the run summary, the submission rules) and eval (the latency columns of older runs).
 
-Written here because no package ships a reader: mlcommons-loadgen only writes the log, and the official submission
-checker's reader lives in the mlcommons/inference repository, not on PyPI.
+Read here, not with MLCommons' mlperf-logging (whose training-rules parser reads these lines too), because that package
+brings pandas and scipy into the base install for what is one json.loads a line.
 """
 from __future__ import annotations
 

@@ -120,6 +120,36 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
         assert "\r" not in (folder / name).read_text()
 
 
+def test_each_run_log_holds_only_its_own_lines_once_and_the_campaign_log_holds_them_all(killed_and_rerun):
+    _, out, _ = killed_and_rerun
+    for schedule, other in (("bf16", "mxfp8"), ("mxfp8", "bf16")):
+        lines = (out / schedule / "fsbench.log").read_text().splitlines()
+        assert not [line for line in lines if f"[{other}]" in line or f"({other})" in line], lines
+        messages = "\n".join(line.split(" ", 2)[2] for line in lines if line[:2] == "20")  # no time stamps
+        commands = messages.split("INFO fsbench: command:")
+        for command in commands[1:]:  # the killed campaign's and the rerun's
+            said = [line for line in command.splitlines()[1:] if line]
+            assert len(said) == len(set(said)), said
+            assert sum("finished in" in line for line in said) <= 1
+    campaign = (out / "campaign.log").read_text()
+    for schedule in ("bf16", "mxfp8"):
+        assert f"Offline accuracy [{schedule}]: video 2/2" in campaign
+    assert "fidelity [mxfp8]: prompt 2/2" in (out / "mxfp8" / "fsbench.log").read_text()
+
+
+def test_a_log_written_to_a_file_says_every_stage_and_the_videos_with_their_times(killed_and_rerun):
+    folder, out, _ = killed_and_rerun
+    log = (folder / "first.log").read_text().splitlines()
+    assert "[1/6] SingleStream performance [bf16]: started" in log
+    assert any(line.startswith("[1/6] SingleStream performance [bf16]: done in ") for line in log), log
+    videos = [line for line in log if line.startswith("SingleStream performance [bf16]: video ")]
+    assert [line.split()[4] for line in videos] == ["1/2", "2/2"], videos
+    assert all(" s, mean " in line and line.endswith(" left") for line in videos), videos
+    stamps = [time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+              for line in (out / "campaign.log").read_text().splitlines() if line[:2] == "20"]
+    assert stamps and max(b - a for a, b in zip(stamps, stamps[1:])) <= 30
+
+
 @pytest.mark.parametrize("edit, field", [
     ({"schedules": "bf16,mxfp8"}, "schedules: expected list"),
     ({"schedules": ["bf16", "mxfp9"]}, "schedules[1]:"),
@@ -140,6 +170,12 @@ def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_r
     ({"speed": {"offload": True}}, "speed: --offload moves weights"),
     ({"prompts": {"count": "two"}}, "prompts.count: expected int"),
     ({"accuracy": False}, "metrics: scores the accuracy sweep's videos"),
+    ({"submission": {"division": "network", "submitter": "Org"}}, "submission.division: 'network'"),
+    ({"submission": {"division": "open"}}, "submission.submitter: missing"),
+    ({"submission": {"submitter": "Org", "system": "a/b"}}, "submission.system: 'a/b' must be a folder name"),
+    ({"submission": {"submitter": "Org", "checker": "nowhere"}}, "submission.checker: no folder"),
+    ({"submission": {"submitter": "Org"}, "performance": {"SingleStream": {"count": 64}}},
+     "submission: the runs could not be packaged (Offline has no performance run: add [performance.Offline]"),
 ])
 def test_a_bad_plan_field_is_named_in_one_line_and_nothing_is_written(tmp_path, edit, field):
     out = tmp_path / "out"
@@ -165,6 +201,31 @@ def _tables(name: str, table: dict) -> str:
     return f"[{name}]\n{flat}{nested}"
 
 
+def test_a_dry_run_says_why_the_quickstart_plan_cannot_become_a_submission(tmp_path):
+    result = CliRunner().invoke(main, ["campaign", str(ROOT / "scenarios" / "campaigns" / "tiny-demo.toml"),
+                                       "--dry-run", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    said = [line.split(": ", 2)[2] for line in result.stdout.splitlines() if line.startswith("submission: cannot")]
+    assert said[:3] == [
+        "SingleStream has no accuracy run: add a [submission] table",
+        "Offline has no performance run: add [performance.Offline]",
+        "performance.SingleStream.time: min_duration is 0 ms, needs >= 600000: drop `time` (`count` stops a run "
+        "early, in the open division)"]
+    assert "performance.SingleStream.count: 16 queries cannot meet early stopping" in result.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_submission_plan_keeps_mlperf_durations_and_can_package(tmp_path, shared_data):
+    plan = ROOT / "scenarios" / "campaigns" / "tiny-submission.toml"
+    result = CliRunner().invoke(main, ["campaign", str(plan), "--dry-run", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "submission: the runs can be packaged for the open division"
+    assert [line.split(": ")[0] for line in result.stdout.splitlines()[:-1]] == [
+        "[1/6] SingleStream performance [bf16]", "[2/6] Offline performance [bf16]",
+        "[3/6] SingleStream accuracy [bf16]", "[4/6] Offline accuracy [bf16]", "[5/6] compare",
+        "[6/6] submission --division open [bf16]"]
+
+
 def test_the_shipped_plans_are_valid(tmp_path):
     from fsbench.harness.run import plan as plans
 
@@ -173,3 +234,35 @@ def test_the_shipped_plans_are_valid(tmp_path):
     mlperf = plans.load(ROOT / "scenarios" / "campaigns" / "mlperf-a14b.toml")
     assert [o.scenario for o in mlperf.performance] == ["SingleStream", "Offline"]
     assert "vbench" in mlperf.metrics and len(mlperf.schedules) == 5
+
+
+@pytest.mark.slow
+def test_a_shorter_run_of_the_submission_plan_breaks_only_the_rules_of_its_length(tmp_path, shared_data, capsys):
+    """The shipped submission plan on 8 prompts and 4 SingleStream queries (a minute, not the minutes of the full
+    plan), every stage run as the campaign runs it: its submission stage applies every rule of the checker, and only
+    those that need MLPerf's full length fail, the ones --dry-run names beforehand."""
+    import click
+
+    from fsbench.errors import FsbenchError
+    from fsbench.harness.cli import campaign as cli_campaign
+    from fsbench.harness.run import plan as plans
+    from fsbench.harness.run.campaign import Campaign
+
+    shipped = (ROOT / "scenarios" / "campaigns" / "tiny-submission.toml").read_text()
+    plan = tmp_path / "plan.toml"
+    plan.write_text(shipped.replace('out = "results/runs/campaigns/tiny-submission"', f'out = "{tmp_path / "out"}"')
+                    .replace("[prompts]\n", "[prompts]\ncount = 8\n").replace("count = 64", "count = 4"))
+    dry = CliRunner().invoke(main, ["campaign", str(plan), "--dry-run"])
+    assert [line.split(": ", 2)[2].split(":")[0] for line in dry.stdout.splitlines()
+            if line.startswith("submission: cannot")] == ["performance.SingleStream.count", "prompts"], dry.output
+    refused = CliRunner().invoke(main, ["campaign", str(plan)])
+    assert refused.exit_code == 2 and "submission: the runs could not be packaged" in refused.stderr
+    capsys.readouterr()
+    with click.Context(main, info_name="fsbench") as ctx, pytest.raises(FsbenchError, match="submission not written"):
+        Campaign(plans.load(plan)).execute(*cli_campaign.commands(ctx))  # the campaign as if it had not refused
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    length_rules = ("accuracy run covers 8 samples, the dataset has 248", "audit video",
+                    "early stopping not met with 4 queries", "performance sample count 8 < 50")
+    assert errors and [e for e in errors if not any(rule in e for rule in length_rules)] == []
+    assert all(any(rule in e for e in errors) for rule in length_rules), errors
+    assert {line.split("/")[5] for line in errors} == {"Offline", "SingleStream"}  # both scenarios were packaged

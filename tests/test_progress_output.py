@@ -59,16 +59,27 @@ def test_sweep_takes_spec_strings_through_repeated_schedule(sweep):
     assert load_manifest(sweep / folders[1])["results"]["Offline"]["accuracy"]["samples"] == 2
 
 
+def test_each_pass_of_a_sweep_logs_its_lines_into_its_own_run_once(sweep):
+    spec = next(p for p in sweep.iterdir() if p.name.startswith("spec-"))
+    for run, other in ((sweep / "bf16", SPEC), (spec, "[bf16]")):
+        lines = (run / "fsbench.log").read_text().splitlines()
+        messages = [line.split(" ", 2)[2] for line in lines if line[:2] == "20"]
+        assert messages[0].startswith("INFO fsbench: command: fsbench sweep")
+        assert not [m for m in messages[1:] if other in m], messages
+        assert len(messages) == len(set(messages)) and sum("finished in" in m for m in messages) == 1, messages
+        assert any(m.endswith("video 2/2 in " + m.split(" in ")[-1]) for m in messages if "accuracy" in m), messages
+
+
 def test_eval_draws_its_bar_on_a_terminal_and_quiet_hides_it(sweep):
     spec = next(p for p in sweep.iterdir() if p.name.startswith("spec-"))
     args = ["eval", str(spec), "--reference", str(sweep / "bf16"), "--metrics", "psnr", "--workers", "1"]
     code, shown = _on_a_terminal(*args)
     assert code == 0, shown
-    assert "\r" in shown.replace("\r\n", "\n") and "fidelity:" in shown  # the bar, redrawn in place
+    assert "\r" in shown.replace("\r\n", "\n") and f"fidelity [{spec.name}]:" in shown  # the bar, redrawn in place
     (spec / "eval" / "summary.json").unlink()
     code, quiet = _on_a_terminal("-q", *args)
     assert code == 0, quiet
-    assert "\r" not in quiet.replace("\r\n", "\n") and "fidelity:" not in quiet
+    assert "\r" not in quiet.replace("\r\n", "\n") and f"fidelity [{spec.name}]:" not in quiet
     assert "fidelity vs" in quiet  # the result itself is still printed
 
 
@@ -94,7 +105,7 @@ def test_a_bad_spec_in_schedules_is_one_line_and_no_table():
     assert result.stdout == "" and result.stderr.count("\n") == 1 and "both set step 2" in result.stderr
 
 
-def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta(tmp_path):
+def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta_and_prints_nothing_over_it(tmp_path):
     plan = tmp_path / "plan.toml"
     plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{tmp_path / "out"}"\ndevice = "cpu"\n'
                     'metrics = []\naccuracy = false\nhtml = false\n[prompts]\ncount = 2\n'
@@ -102,6 +113,16 @@ def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta(tmp_path)
                     '[performance.SingleStream]\ncount = 3\ntime = 0\n')
     code, shown = _on_a_terminal("campaign", str(plan))
     assert code == 0, shown
-    plan_bar = [line for line in shown.replace("\r\n", "\n").replace("\r", "\n").splitlines()
-                if line.startswith("[1/2] SingleStream performance [bf16]")]
-    assert any("3/3 video" in line for line in plan_bar) and all("<" in line for line in plan_bar), shown
+    drawn = shown.replace("\r\n", "\n").replace("\r", "\n").splitlines()
+    generating = [line for line in drawn if line.startswith("[1/2] SingleStream performance [bf16] ")]
+    comparing = [line for line in drawn if line.startswith("[2/2] compare ")]
+    assert any("3/3" in line for line in drawn if line.startswith("SingleStream performance [bf16]:")), shown
+    assert generating and all("<" in line for line in generating), shown  # elapsed<remaining
+    percent = [int(line.split("%")[0].split()[-1]) for line in generating]
+    assert max(percent) < 100 and percent[-1] > 0, percent  # compare weighs on the plan bar too
+    assert comparing[-1].split("%")[0].endswith("100"), comparing
+    # every message and result starts a line of its own: none is drawn over a bar
+    for said in ("[bf16] SingleStream PerformanceOnly", "[1/2] SingleStream performance [bf16]: done in",
+                 "wrote ", "results: "):
+        at = shown.index(said)
+        assert shown[at - 1] in "\r\n", repr(shown[at - 80:at + 40])

@@ -81,7 +81,7 @@ def _fidelity(run, reference, metrics: list[str], workers: int) -> list[str]:
     """PSNR / SSIM / LPIPS with a progress bar; returns what kept the result from being complete."""
     from fsbench.eval import fidelity
 
-    with progress.bar(len(run.prompts()), "fidelity", "prompt") as bar:
+    with progress.bar(len(run.prompts()), f"fidelity [{run.path.name}]", "prompt") as bar:
         result = fidelity.evaluate(run, reference, metrics, workers, on_prompt=lambda _: bar.update())
     for problem in result.problems[:MAX_LISTED]:
         _warn(f"not compared: {problem['prompt']!r}: {problem['problem']}")
@@ -104,7 +104,7 @@ def _vbench(run, gpus: int) -> list[str]:
     from fsbench.eval import vbench_adapter
 
     runnable = len(vbench_adapter.DIMENSIONS) - len(vbench_adapter.missing_weights(vbench_adapter.DIMENSIONS))
-    with progress.bar(runnable, "vbench", "dimension") as bar:
+    with progress.bar(runnable, f"vbench [{run.path.name}]", "dimension") as bar:
         summary = vbench_adapter.evaluate(run, on_dimension=lambda _: bar.update(), gpus=gpus)
     for message in summary["not_computed"].values():
         _warn(message)

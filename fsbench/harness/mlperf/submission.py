@@ -43,7 +43,7 @@ from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_
 DIVISIONS = ("open", "closed")
 LOG_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 STAGING_PREFIX = ".fsbench-staging-"  # then the PID of the job that builds in it
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # a submitter or system: one folder name
 _FLAGS = {"count": "count", "time_s": "time", "target_latency_ms": "target-latency", "target_qps": "target-qps"}
 
 
@@ -88,7 +88,7 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     if division not in DIVISIONS:
         raise FsbenchError(f"--division must be one of {', '.join(DIVISIONS)}, got {division!r}")
     for label, name in (("--submitter", submitter), ("--system", system)):
-        if not _NAME.match(name):
+        if not NAME.match(name):
             raise FsbenchError(f"{label} {name!r} must be a folder name: letters, digits, '_', '-', '.', '+'")
     manifests = [(Path(r), dict(load_manifest(r))) for r in runs]
     _same_system_under_test(manifests)

@@ -80,3 +80,36 @@ def _duration(seconds: float) -> str:
     if seconds < 48 * 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.0f} days"
+
+
+# A campaign's plan bar weighs its stages by these estimates; only their ratios matter there. Besides the
+# transformer, a video costs a fixed part (the VAE, the encoder, LoadGen) and a part per pixel (frames x height x
+# width), as do its scores and its page, which also cost a start (worker processes, plots); measured with the tiny
+# model on a 2-core CPU.
+PER_VIDEO_S = {"generate": 0.9, "eval": 0.1, "page": 0.5}
+PER_PIXEL_S = {"generate": 1e-6, "eval": 1e-7, "page": 1e-7}
+START_S = {"eval": 5.0, "page": 5.0}
+
+
+def _pixels(settings: Settings) -> int:
+    return settings.num_frames * settings.height * settings.width
+
+
+def generation_s(model: str, settings: Settings, videos: int, rate: float, min_duration_s: float = 0.0) -> float:
+    """Seconds to generate `videos` videos at `rate` FLOP/s (`device_rate`), a LoadGen test's minimum
+    duration at least."""
+    config = transformer_config(model)
+    flops = video_flops(config, settings) if config is not None and rate > 0 else 0.0
+    one = flops / rate if flops else 0.0
+    one += PER_VIDEO_S["generate"] + PER_PIXEL_S["generate"] * _pixels(settings)
+    return max(one * videos, min_duration_s)
+
+
+def eval_s(settings: Settings, videos: int) -> float:
+    """Seconds to score `videos` videos against their reference."""
+    return START_S["eval"] + videos * (PER_VIDEO_S["eval"] + PER_PIXEL_S["eval"] * _pixels(settings))
+
+
+def page_s(settings: Settings, videos: int) -> float:
+    """Seconds to write a compare page of `videos` videos (copies and differences)."""
+    return START_S["page"] + videos * (PER_VIDEO_S["page"] + PER_PIXEL_S["page"] * _pixels(settings))

@@ -1,13 +1,15 @@
-"""One writer per run folder: a job holds an advisory lock (fcntl.flock on RUN/.lock) for as long as it writes
-there, all its ranks together (rank 0 takes it for every rank). A second job fails at once, naming the holder's
-PID. Holding the lock also makes it safe to empty the folder's staging place of what a killed job left there."""
+"""One writer per run folder: a job holds a lock on RUN/.lock (filelock's FileLock: flock, released by the kernel
+when the job dies) for as long as it writes there, all its ranks together (rank 0 takes it for every rank). A second
+job fails at once, naming the holder's PID, which the holder writes into the lock file. Holding the lock also makes
+it safe to empty the folder's staging place of what a killed job left there."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+import filelock
 
 from fsbench import files, rundir
 from fsbench.errors import FsbenchError
@@ -32,22 +34,28 @@ def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
 @contextlib.contextmanager
 def _lock(folder: Path) -> Iterator[None]:
     path = folder / rundir.LOCK
+    held = filelock.FileLock(path, timeout=0, on_acquired=_write_pid)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        held.acquire()
+    except filelock.Timeout:
+        try:
+            holder = path.read_text(errors="replace").strip()[:32] or "unknown"
+        except OSError:
+            holder = "unknown"
+        raise FsbenchError(f"{folder} is being written by another fsbench job (PID {holder}); wait for it to "
+                           "finish or pass --out DIR") from None
     except IsADirectoryError:
         raise FsbenchError(f"{path} is a folder, not fsbench's lock file: remove it (a job holds the lock in a "
                            "file of that name)") from None
     except OSError as exc:
         raise FsbenchError(f"cannot write to output directory {folder}: {exc.strerror}; pass --out DIR") from exc
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise FsbenchError(f"{folder} is being written by another fsbench job (PID {holder}); wait for it to "
-                               "finish or pass --out DIR") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
-        os.close(fd)
+        held.release()
+
+
+def _write_pid(fd: int) -> None:
+    """The holder's PID in the lock file, for the message a second job gets."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

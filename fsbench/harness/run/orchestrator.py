@@ -128,7 +128,8 @@ def device_info(device: torch.device, model: str) -> dict[str, Any]:
 def load_pipeline(spec: RunSpec, device: torch.device) -> Any:
     """Step 5: the diffusers pipeline, with its per-video denoising bar kept short-lived."""
     progress.quiet_libraries()
-    pipe = pipeline.build(spec.model, spec.settings, device)
+    with progress.working(f"loading {spec.model}"):
+        pipe = pipeline.build(spec.model, spec.settings, device)
     pipe.set_progress_bar_config(leave=False, desc="denoise", unit="step", disable=not progress.shown())
     return pipe
 
@@ -242,7 +243,8 @@ def _passes(jobs: tuple[Job, ...], on_summary: Callable[[Job, dict[str, Any]], N
             if not team.leads:
                 _follow(pipe, job, team, record)
                 continue
-            summary = run_scenario(pipe, job, team, speed=record)
+            with logs.scope(job.run):  # this job's lines in its run's log only
+                summary = run_scenario(pipe, job, team, speed=record)
             summaries.append(summary)
             if on_summary is not None:
                 on_summary(job, summary)

@@ -16,10 +16,14 @@ whole before anything runs; a bad field is named in one line (`PLAN: field: what
     [speed]        compile, gemm, vae, offload      (as the `fsbench run` flags)
     [performance.SingleStream]  count, time, target_latency_ms
     [performance.Offline]       count, time, target_qps
+    [submission]   division = "open", submitter = "ORG", system = "NAME", checker = "PATH"
+                   (package every schedule's run with `fsbench submission`; the accuracy sweep then runs in every
+                   scenario of [performance.*])
 
-Files the plan names (preset, schedules, prompts) are found relative to the plan's folder; `out` is relative to
-where the command runs, as every `--out` is. A campaign runs in one process on one device; on several GPUs, run
-its stages as `fsbench run` / `sweep` / `eval` with `--gpus N` into the same folders.
+Files the plan names (preset, schedules, prompts) are found relative to the plan's folder (a prompt file also in
+the data folder, $FSBENCH_DATA); `out` is relative to where the command runs, as every `--out` is. A campaign runs
+in one process on one device; on several GPUs, run its stages as `fsbench run` / `sweep` / `eval` with `--gpus N`
+into the same folders. docs/campaigns.md describes every field.
 """
 from __future__ import annotations
 
@@ -32,8 +36,10 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
     import tomli as tomllib
 
+from fsbench import paths
 from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import loadgen
+from fsbench.harness.mlperf.submission import DIVISIONS as SUBMISSION_DIVISIONS, NAME as SUBMISSION_NAME
 from fsbench.harness.model import options as speed_options
 from fsbench.harness.precision import schedule as schedules
 from fsbench.harness.run import presets
@@ -44,18 +50,29 @@ OUT_ROOT = Path("results/runs/campaigns")
 _DEVICES = ("auto", "cpu", "cuda")
 _TOP = {"description": str, "model": str, "preset": str, "schedules": list, "reference": str, "out": str,
         "impl": str, "device": str, "accuracy": bool, "metrics": list, "html": bool, "prompts": dict,
-        "settings": dict, "speed": dict, "performance": dict}
+        "settings": dict, "speed": dict, "performance": dict, "submission": dict}
 _PROMPTS = {"file": str, "count": int}
 _SETTINGS = {"height": int, "width": int, "frames": int, "steps": int}
 _SPEED = {"compile": bool, "gemm": str, "vae": str, "offload": bool}
 _LOADGEN = {"SingleStream": {"count": int, "time": (int, float), "target_latency_ms": (int, float)},
             "Offline": {"count": int, "time": (int, float), "target_qps": (int, float)}}
+_SUBMISSION = {"division": str, "submitter": str, "system": str, "checker": str}
 _LIMITS = {"count": loadgen.MAX_COUNT, "time": loadgen.MAX_TIME_S, "target_latency_ms": loadgen.MAX_TARGET_LATENCY_MS,
            "target_qps": loadgen.MAX_TARGET_QPS}  # `fsbench run`'s bounds of the same overrides
 
 
 class PlanError(FsbenchError):
     """A plan field that cannot be used; the message names the plan and the field."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What `fsbench submission` is asked for each schedule's run: the tree goes to <out>/submission/<schedule>/."""
+
+    division: str
+    submitter: str
+    system: str | None  # [default: the run's system, e.g. cpu-tiny]; the schedule's name is appended
+    checker: Path | None  # tools/submission of an mlcommons/inference checkout: its verdict must pass too
 
 
 @dataclass(frozen=True)
@@ -79,6 +96,7 @@ class Plan:
     accuracy: bool
     metrics: tuple[str, ...]
     html: bool
+    submission: Submission | None = None
 
 
 def load(path: Path) -> Plan:
@@ -120,6 +138,13 @@ class _Reader:
         if not path.is_file():
             raise self.fail(field, f"no file {path}")
         return path
+
+    def prompts_file(self, text: str) -> Path:
+        """A prompt file beside the plan, else in the data folder (`vbench_prompts.txt`: MLPerf's 248 prompts)."""
+        beside = self.base / text
+        if not beside.is_file() and not Path(text).is_absolute() and (paths.data_dir() / text).is_file():
+            return paths.data_dir() / text
+        return self.file("prompts.file", text)
 
     def strings(self, field: str, value: list[Any], choices: tuple[str, ...] | None = None) -> tuple[str, ...]:
         if not all(isinstance(v, str) and v.strip() for v in value):
@@ -190,9 +215,29 @@ class _Reader:
             raise self.fail("out", "an empty path names nothing" if not out.strip() else "a path holds no NUL byte")
         return Plan(self.path, d.get("description", ""), d["model"], preset, parsed, names.index(reference)
                     if reference in names else 0, Path(out), impl, device,
-                    self.file("prompts.file", prompts["file"]) if "file" in prompts else None,
+                    self.prompts_file(prompts["file"]) if "file" in prompts else None,
                     prompts.get("count"), overrides, speed, performance,
-                    d.get("accuracy", True), metrics, d.get("html", True))
+                    d.get("accuracy", True), metrics, d.get("html", True), self.submission(d.get("submission")))
+
+    def submission(self, value: Any) -> Submission | None:
+        if value is None:
+            return None
+        table = self.table("submission", value, _SUBMISSION)
+        division = table.get("division", "open")
+        if division not in SUBMISSION_DIVISIONS:
+            raise self.fail("submission.division", f"{division!r}; choose from {', '.join(SUBMISSION_DIVISIONS)}")
+        for key in ("submitter", "system"):
+            if key in table and not SUBMISSION_NAME.match(table[key]):
+                raise self.fail(f"submission.{key}", f"{table[key]!r} must be a folder name: letters, digits, "
+                                                     "'_', '-', '.', '+'")
+        if "submitter" not in table:
+            raise self.fail("submission.submitter", "missing; name the organisation the tree is filed under")
+        checker = table.get("checker")
+        if checker is not None:
+            checker = self.base / checker if not Path(checker).is_absolute() else Path(checker)
+            if not checker.is_dir():
+                raise self.fail("submission.checker", f"no folder {checker}")
+        return Submission(division, table["submitter"], table.get("system"), checker)
 
     def performance(self, value: Any) -> tuple[loadgen.LoadgenOptions, ...]:
         scenarios = self.table("performance", value, _LOADGEN)
