@@ -35,15 +35,17 @@ class _Fsbench(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
         except KeyboardInterrupt:
             raise _Interrupted(interrupts.message()) from None
-        except (FsbenchError, ValueError) as exc:
-            _fail(str(exc))
-        except OSError as exc:
-            if exc.filename is None:
-                raise
-            _fail(f"{exc.filename}: {exc.strerror or exc}")
+        except Exception as exc:  # a press that a child (ffmpeg, a worker) met first surfaces as its failure
+            if interrupts.was_pressed():
+                raise _Interrupted(interrupts.message()) from None
+            _fail_on_user_error(exc)
+            raise
+        if interrupts.was_pressed():  # a press that something swallowed: the command still ends as interrupted
+            raise _Interrupted(interrupts.message())
+        return result
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
@@ -73,6 +75,14 @@ class _Interrupted(click.ClickException):
     """A first Ctrl-C, with the line that says what is kept."""
 
     exit_code = interrupts.INTERRUPTED
+
+
+def _fail_on_user_error(exc: Exception) -> None:
+    """A user error (FsbenchError, ValueError, a file that cannot be read or written) becomes one line and exit 2."""
+    if isinstance(exc, (FsbenchError, ValueError)):
+        _fail(str(exc))
+    if isinstance(exc, OSError) and exc.filename is not None:
+        _fail(f"{exc.filename}: {exc.strerror or exc}")
 
 
 def _fail(message: str, code: int = 2) -> None:
