@@ -35,9 +35,7 @@ DEFAULT_SWEEP = "bf16,mxfp8,mxfp6,mxfp4,hybrid"
 _generation = _options_decorator([
     click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
                  help="tiny | a14b-synthetic | a Wan2.2-T2V-A14B-Diffusers folder or cached HF repo id."),
-    click.option("--preset", type=params.PRESET, default="mlperf", show_default=True,
-                 help="Generation settings: a name (scenarios/<preset>.toml) or a .toml file of that form; tiny gets "
-                      "small videos by default."),
+    params.preset_option,
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
                  help="One prompt per line [default: tiny's own prompts, else vbench_prompts.txt in $FSBENCH_DATA, "
                       "else in $XDG_CACHE_HOME/fsbench]."),

@@ -11,6 +11,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
     import tomli as tomllib
 
+from fsbench import userfiles
 from fsbench.errors import FsbenchError
 from fsbench.kernels import constants
 from fsbench.paths import SCENARIO_DIR
@@ -126,7 +127,7 @@ def parse_spec(spec: str, name: str | None = None, description: str = "") -> Sch
 def load_file(path: Path) -> Schedule:
     """Read a schedule TOML file (`description`, `[[rule]]` tables with format/steps/layers)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no TOML error
+        data = tomllib.loads(userfiles.read_text(path, "schedule file"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise FsbenchError(f"cannot read schedule file {path}: {exc}") from exc
     entries = data.get("rule")

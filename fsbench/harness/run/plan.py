@@ -32,6 +32,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
     import tomli as tomllib
 
+from fsbench import userfiles
 from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed_options
@@ -84,7 +85,7 @@ class Plan:
 def load(path: Path) -> Plan:
     """Read and check the plan at `path`; PlanError names the first bad field."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no TOML error
+        data = tomllib.loads(userfiles.read_text(path, "plan"))
     except OSError as exc:
         raise FsbenchError(f"cannot read plan {path}: {exc.strerror}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fsbench import kernels
+from fsbench import kernels, userfiles
 from fsbench.errors import FsbenchError
 from fsbench.harness.model import pipeline
 from fsbench.harness.model.synthetic import CONFIGS
@@ -61,7 +61,7 @@ def load(path: Path, shape: tuple[int, int, int, int], formats: tuple[str, ...])
     """The per-call cost of each of `formats` at `shape` from a bench JSON; FsbenchError if it was measured at
     other shapes or lacks a format's row."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(userfiles.read_text(path, "--costs"))
         measured = dict(_timed(r) for r in doc["rows"] if r.get("median_ms") is not None)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise FsbenchError(f"--costs {path}: not a bench JSON of `fsbench kernels bench --json` ({exc})") from exc
@@ -126,7 +126,7 @@ def rest_from_profile(path: Path) -> dict[str, Any]:
     """The part of a query no attention format changes (text encoding, GEMMs, cross-attention, VAE, encoding), in ms
     per video, from the profile.json of `fsbench run --profile`: its wall time less its self-attention."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(userfiles.read_text(path, "--profile"))
         videos = doc["videos"]
         attention = sum(float(step["self_attention_s"]) for video in videos for step in video["steps"])
         rest_ms = 1e3 * (float(doc["summary"]["wall_s"]) - attention) / len(videos)
