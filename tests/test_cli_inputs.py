@@ -3,7 +3,6 @@ absurdly large is one line naming it, exit code 2, before any work; a preset fil
 `tune` accept too."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -14,7 +14,7 @@ from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.precision.schedule import GRAMMAR, builtin_names, load as load_schedule
+from fsbench.harness.precision.schedule import GRAMMAR, builtin_names, load as load_schedule, refuse_repeats
 from fsbench.harness.run import estimate, inputs, interrupts, lock, logs, orchestrator
 from fsbench.kernels import registry
 
@@ -186,6 +186,7 @@ def sweep(schedules: str | None, schedule_list: tuple[str, ...], out: Path | Non
     if not parsed:  # an empty value names no schedule: it never means the default list
         option = "--schedule" if schedule_list else "--schedules"
         raise FsbenchError(f"{option} is empty; e.g. --schedules bf16,mxfp8,hybrid or --schedule bf16")
+    refuse_repeats(parsed, "--schedule" if schedule_list else "--schedules")
     specs = [_prepare(schedule, kw) for schedule in parsed]
     slugs = [orchestrator.schedule_slug(spec.schedule) for spec in specs]
     if len(set(slugs)) != len(slugs):

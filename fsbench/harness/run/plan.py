@@ -155,6 +155,7 @@ class _Reader:
                                                                                              d["schedules"])))
         if not parsed:
             raise self.fail("schedules", "is empty; name at least one, e.g. [\"bf16\", \"mxfp8\"]")
+        schedules.refuse_repeats(parsed, f"{self.path}: schedules")
         names = [s.name for s in parsed]
         reference = d.get("reference", "bf16")
         metrics = self.strings("metrics", d.get("metrics", ["psnr", "ssim"]), EVAL_METRICS)

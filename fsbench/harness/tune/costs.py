@@ -27,6 +27,7 @@ BENCH_ROWS = {
     "mxfp4": ("gluon-fused-mxfp4", "triton-fused-mxfp4"),
 }
 QUICK_REPEATS = 3
+MAX_CALL_MS = 3.6e6  # an hour per attention call: beyond it a cost is a mistake, and the search's sums would overflow
 
 
 @dataclass(frozen=True)
@@ -111,11 +112,14 @@ def bench_here(shape: tuple[int, int, int, int], formats: tuple[str, ...], devic
 def _timed(row: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], float]:
     """((row name, shape), median ms) of one bench row; ValueError where the time is no time a call could take."""
     ms = float(row["median_ms"])
-    if not (math.isfinite(ms) and ms > 0):
-        raise ValueError(f"row {row['row']!r} has median_ms {row['median_ms']!r}, not a positive time")
-    if not isinstance(row["shape"], list):
-        raise ValueError(f"row {row['row']!r} has shape {row['shape']!r}, not a list such as [1, 40, 75600, 128]")
-    return (str(row["row"]), tuple(int(n) for n in row["shape"])), ms
+    if not (math.isfinite(ms) and 0 < ms <= MAX_CALL_MS):
+        raise ValueError(f"row {row['row']!r} has median_ms {row['median_ms']!r}, not the time of one call "
+                         f"(above 0, at most {MAX_CALL_MS:.0f})")
+    shape = row["shape"]
+    if not isinstance(shape, list) or not all(type(n) is int and n > 0 for n in shape):
+        raise ValueError(f"row {row['row']!r} has shape {shape!r}, not a list of positive integers such as "
+                         "[1, 40, 75600, 128]")
+    return (str(row["row"]), tuple(shape)), ms
 
 
 def _text(shape: tuple[int, ...]) -> str:
@@ -132,6 +136,8 @@ def rest_from_profile(path: Path) -> dict[str, Any]:
         rest_ms = 1e3 * (float(doc["summary"]["wall_s"]) - attention) / len(videos)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
         raise FsbenchError(f"--profile {path}: not a profile.json of `fsbench run --profile` ({exc})") from exc
+    if not math.isfinite(rest_ms):
+        raise FsbenchError(f"--profile {path}: its times are not finite numbers (rest of a query {rest_ms} ms)")
     if rest_ms < 0:
         raise FsbenchError(f"--profile {path}: its self-attention time exceeds its wall time")
     return {"ms": rest_ms, "file": str(path)}
