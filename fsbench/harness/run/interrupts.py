@@ -24,6 +24,7 @@ _WATCHED: list[tuple[Path, tuple[str, ...]]] = []
 _PRESSED: list[bool] = []  # set by the first press
 _REDELIVER: list[bool] = []  # set while a swallowed first press is delivered again
 _REDELIVERY_DELAY_S = 0.01
+_OTHER_HOOK = [sys.__unraisablehook__]  # what handles every other unraisable exception
 
 
 def exit_now(signum: int = signal.SIGINT, frame: FrameType | None = None) -> None:
@@ -49,7 +50,7 @@ def _swallowed(unraisable: sys.UnraisableHookArgs) -> None:
         _REDELIVER.append(True)
         _thread.start_new_thread(_deliver, ())  # a bare thread: threading's start waits, and a wait can be interrupted
         return
-    sys.__unraisablehook__(unraisable)
+    _OTHER_HOOK[0](unraisable)
 
 
 def _deliver() -> None:
@@ -71,7 +72,9 @@ def install() -> None:
     _REDELIVER.clear()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _first_press)
-        sys.unraisablehook = _swallowed
+        if sys.unraisablehook is not _swallowed:
+            _OTHER_HOOK[0] = sys.unraisablehook
+            sys.unraisablehook = _swallowed
 
 
 def pressed() -> None:
