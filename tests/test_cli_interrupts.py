@@ -68,8 +68,9 @@ def test_a_ctrl_c_that_lands_where_python_ignores_exceptions_still_ends_the_comm
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["eval", "compare"])
 def test_one_ctrl_c_at_random_points_of_eval_and_compare_is_one_line_and_130(command, tmp_path):
-    ref, run = _two_runs(tmp_path)
+    ref, run = _two_runs(tmp_path, prompts=12)
     rng = random.Random(SEED)
+    interrupted = 0
     for attempt in range(4):
         out = tmp_path / f"try{attempt}"
         args = (["eval", str(run), "--reference", str(ref), "--metrics", "psnr,ssim", "--workers", "2"]
@@ -86,4 +87,6 @@ def test_one_ctrl_c_at_random_points_of_eval_and_compare_is_one_line_and_130(com
         if process.returncode == 0:  # finished before the press
             continue
         _interrupted_once((process.returncode, stderr))
+        interrupted += 1
         shutil.rmtree(run / "eval", ignore_errors=True)
+    assert interrupted, "every try finished before its press"
