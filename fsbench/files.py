@@ -93,7 +93,10 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:  # the staging place took the bytes: what refused is the final name's folder
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException as exc:
         full = isinstance(exc, Exception) and full_disk(exc, tmp.parent)  # asked while the temporary holds its space
         tmp.unlink(missing_ok=True)

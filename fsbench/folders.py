@@ -16,6 +16,11 @@ KINDS = {"run": "a run folder", "sweep": "a sweep folder", "compare": "a compari
          "tune": "a tune folder"}
 
 
+def option(kind: str) -> str:
+    """The option that names a folder of `kind`, for the messages that say what to pass instead."""
+    return "--html" if kind == "page" else "--out"
+
+
 def kind_of(folder: Path) -> str | None:
     """What fsbench folder `folder` is: a key of KINDS; None where it is new or empty; "" where it is not
     fsbench's. Folders written before the kind was recorded are known by what they hold."""
@@ -57,7 +62,8 @@ def claim(folder: Path, kind: str) -> Path:
     except IsADirectoryError as exc:
         raise FsbenchError(f"{exc.filename} is a folder where fsbench keeps a file: remove it") from exc
     except OSError as exc:
-        raise FsbenchError(f"cannot write to output directory {folder}: {exc.strerror}; pass --out DIR") from exc
+        raise FsbenchError(f"cannot write to output directory {folder}: {exc.strerror}; pass {option(kind)} DIR"
+                           ) from exc
     return folder
 
 
@@ -65,16 +71,17 @@ def refuse_foreign(folder: Path, kind: str) -> None:
     """`claim`'s check alone (nothing written): a one-line FsbenchError unless `folder` may become or be `kind`."""
     found = kind_of(folder)
     if found == "" and folder.exists() and not folder.is_dir():
-        raise FsbenchError(f"{folder} is a file, not a folder: pass --out DIR naming a new or empty folder")
+        raise FsbenchError(f"{folder} is a file, not a folder: pass {option(kind)} DIR naming a new or empty folder")
     if found == "":
         raise FsbenchError(f"{folder} is a folder fsbench did not write and not empty: fsbench writes only a new "
-                           f"folder, an empty one or {KINDS[kind]} of its own; pass --out DIR")
+                           f"folder, an empty one or {KINDS[kind]} of its own; pass {option(kind)} DIR")
     if found is not None and found != kind:
-        raise FsbenchError(f"{folder} is {KINDS[found]}, not {KINDS[kind]}: pass --out DIR naming a new folder")
+        raise FsbenchError(f"{folder} is {KINDS[found]}, not {KINDS[kind]}: pass {option(kind)} DIR naming a new "
+                           "folder")
     for parent in Path(os.path.abspath(folder)).parents:
         if kind_of_parent(parent) == "run":
             raise FsbenchError(f"{folder} lies inside the run folder {parent}, whose files are the run's own: "
-                               "pass --out DIR outside it")
+                               f"pass {option(kind)} DIR outside it")
 
 
 def kind_of_parent(folder: Path) -> str | None:

@@ -9,6 +9,7 @@ differ in frame count or size are listed as problems and left out of the means, 
 from __future__ import annotations
 
 import math
+import signal
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -149,8 +150,10 @@ _worker_lpips: Lpips | None = None
 
 
 def _init_worker(factory: Callable[[], Lpips] | None, threads: int, device: str | None = None) -> None:
-    """Pool initializer: one thread per process (the pool already uses every core) and one LPIPS model each."""
+    """Pool initializer: one thread per process (the pool already uses every core) and one LPIPS model each. Ctrl-C
+    reaches the whole process group: the leader handles it and stops the pool, a worker ignores it."""
     global _worker_lpips
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if factory is not None:
         import torch
 
@@ -245,9 +248,13 @@ def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[st
         with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"),
                                  initializer=_init_worker, initargs=(factory, 1, device)) as pool:
             futures = {pool.submit(_worker, *job[:4]): job for job in jobs}
-            for future in as_completed(futures):
-                job = futures[future]
-                finish(*future.result(), job[4], job[5])
+            try:
+                for future in as_completed(futures):
+                    job = futures[future]
+                    finish(*future.result(), job[4], job[5])
+            except BaseException:  # Ctrl-C or a failure: the prompts not started are dropped, not waited for
+                pool.shutdown(cancel_futures=True)
+                raise
     return metrics, records, not_computed
 
 

@@ -6,6 +6,7 @@ Frames are streamed: `imageio.get_reader` reports `len() == sys.maxsize` for ffm
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ import imageio.v3 as iio
 import numpy as np
 
 from fsbench import files
+
+_TAG = re.compile(r"^\[[^\]]*@ 0x[0-9a-f]+\]\s*")
+MAX_REASON = 160
 
 
 class VideoError(ValueError):
@@ -25,8 +29,15 @@ def _frames(path: str | os.PathLike):
     try:
         yield from iio.imiter(path, plugin="FFMPEG")
     except Exception as exc:  # noqa: BLE001 - ffmpeg reports a damaged file in many ways
-        raise VideoError(f"{path} does not decode ({type(exc).__name__}: {' '.join(str(exc).split())[:120]}): "
-                         "regenerate it (a resumed run does)") from exc
+        raise VideoError(f"{path} does not decode ({_reason(exc)}): regenerate it (a resumed run does)") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """The line of a decoding failure that says why: ffmpeg's last line (its banner and build flags come first),
+    without the `[in#0 @ 0x...]` tag of the component that wrote it."""
+    lines = [_TAG.sub("", line).strip() for line in str(exc).splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return f"{type(exc).__name__}: {last[:MAX_REASON]}" if last else type(exc).__name__
 
 
 def read_frames(path: str | os.PathLike, step: int = 1) -> tuple[np.ndarray, int]:

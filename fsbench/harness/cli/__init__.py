@@ -1,7 +1,11 @@
 """The `fsbench` command line: one click group; each subcommand family lives in its own module of this package,
-which defines its commands and knows nothing of this group."""
+which defines its commands and knows nothing of this group.
+
+Exit codes: 0 done, 1 a check that failed (doctor, submission --check), 2 bad input (one line), 130 Ctrl-C (one line),
+141 the output's reader went away (`fsbench doctor | head -1`: quietly, as a shell tool stopped by SIGPIPE)."""
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -29,27 +33,42 @@ class _Fsbench(click.Group):
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
         argv = list(args)
-        ctx = super().make_context(info_name, args, parent, **extra)
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)  # --help is written here
+        except BrokenPipeError:
+            raise _PipeClosed from None
         ctx.meta[logs.ARGV] = argv
         return ctx
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
         except KeyboardInterrupt:
             raise _Interrupted(interrupts.message()) from None
-        except (FsbenchError, ValueError) as exc:
-            _fail(str(exc))
-        except OSError as exc:
-            if exc.filename is None:
-                raise
-            _fail(f"{exc.filename}: {exc.strerror or exc}")
+        except BrokenPipeError:  # before click's own handling, which exits 1
+            raise _PipeClosed from None
+        except Exception as exc:  # a press that a child (ffmpeg, a worker) met first surfaces as its failure
+            if interrupts.was_pressed():
+                raise _Interrupted(interrupts.message()) from None
+            _fail_on_user_error(exc)
+            raise
+        if interrupts.was_pressed():  # a press that something swallowed: the command still ends as interrupted
+            raise _Interrupted(interrupts.message())
+        return result
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         interrupts.install()
+        try:
+            self._main(args, prog_name, complete_var, **extra)
+        except (_PipeClosed, BrokenPipeError):
+            _silence_output()
+            sys.exit(PIPE_CLOSED)
+
+    def _main(self, args: Sequence[str] | None, prog_name: str | None, complete_var: str | None,
+              **extra: Any) -> None:
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _Interrupted as exc:
@@ -63,16 +82,42 @@ class _Fsbench(click.Group):
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
+        finally:
+            sys.stdout.flush()  # what is still buffered meets a closed pipe here, not in the interpreter's teardown
         sys.exit(code if isinstance(code, int) else 0)
 
 
 _NoArgsIsHelp = getattr(click.exceptions, "NoArgsIsHelpError", ())
+PIPE_CLOSED = 141  # 128 + SIGPIPE
+
+
+class _PipeClosed(Exception):
+    """The reader of the output went away; not an OSError, which click would turn into exit code 1."""
+
+
+def _silence_output() -> None:
+    """Point stdout and stderr at /dev/null: what is still buffered would meet the closed pipe again at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # a stream without a file descriptor (a test's capture)
+            pass
+    os.close(devnull)
 
 
 class _Interrupted(click.ClickException):
     """A first Ctrl-C, with the line that says what is kept."""
 
     exit_code = interrupts.INTERRUPTED
+
+
+def _fail_on_user_error(exc: Exception) -> None:
+    """A user error (FsbenchError, ValueError, a file that cannot be read or written) becomes one line and exit 2."""
+    if isinstance(exc, (FsbenchError, ValueError)):
+        _fail(str(exc))
+    if isinstance(exc, OSError) and exc.filename is not None:
+        _fail(f"{exc.filename}: {exc.strerror or exc}")
 
 
 def _fail(message: str, code: int = 2) -> None:

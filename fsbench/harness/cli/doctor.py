@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from fsbench.harness.cli import params
 from fsbench.harness.run import inputs, preflight
-from fsbench.harness.run.presets import preset_names
 
 
 def _status(check: preflight.Check, mode: str) -> str:
@@ -43,8 +43,7 @@ def _rich(checks: list[preflight.Check], mode: str) -> None:
               help="What to be ready for: a LoadGen run, the evaluation (VBench, LPIPS), a closed submission, or all.")
 @click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
               help="The model a run would use: tiny | a14b-synthetic | a checkpoint folder or cached HF repo id.")
-@click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True,
-              help="The generation settings a run would use.")
+@params.preset_option
 @click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
               help="The prompts file a run would read [default: as `fsbench run`].")
 @click.option("--latent", "latent_file", type=click.Path(path_type=Path),

@@ -127,6 +127,17 @@ def _vbench(run, gpus: int) -> list[str]:
     return incomplete + [f"VBench {d} not computed" for d in summary["not_computed"] if d not in no_weights]
 
 
+def _refuse_repeats(runs: tuple[Path, ...]) -> None:
+    """One run folder named twice (under any spelling) would be a column compared with itself."""
+    seen: dict[Path, Path] = {}
+    for run in runs:
+        first = seen.setdefault(run.resolve(), run)
+        if first is not run:
+            also = "" if os.path.normpath(first) == os.path.normpath(run) else f" (as {first} and {run})"
+            raise FsbenchError(f"run {first} is given twice{also}: a run compared with itself says nothing; name "
+                               "each run once")
+
+
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
 @click.option("--out", type=params.OutPath(kind="compare", file_okay=False), default=Path("results/runs/compare"),
@@ -148,6 +159,7 @@ def compare(runs: tuple[Path, ...], out: Path, frame: int | None, prompts: tuple
 
     if link and html_dir is None:
         raise FsbenchError("--link only applies to the page: pass --html DIR too")
+    _refuse_repeats(runs)
     if html_dir is not None:  # checked before the table is written
         page, table = Path(os.path.abspath(html_dir)), Path(os.path.abspath(out))
         if page == table or page in table.parents:

@@ -146,6 +146,10 @@ def shape(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 NAME = NameType()
 PRESET = PresetType()
+# The one --preset of every command that builds settings (run, sweep, doctor, tune): they take the same names and files
+preset_option = click.option("--preset", type=PRESET, default="mlperf", show_default=True,
+                             help="Generation settings: a name (scenarios/<preset>.toml) or a .toml file of that "
+                                  "form; tiny gets small videos by default.")
 POSITIVE_INT = int_range(1)
 NON_NEGATIVE_INT = int_range(0)
 PROCESSES = int_range(1, MAX_PROCESSES)

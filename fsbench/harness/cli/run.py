@@ -14,7 +14,7 @@ from fsbench.harness.cli import params
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.model import options as speed
 from fsbench.harness.parallel import team
-from fsbench.harness.precision.schedule import GRAMMAR, builtin_names, load as load_schedule
+from fsbench.harness.precision.schedule import GRAMMAR, builtin_names, load as load_schedule, refuse_repeats
 from fsbench.harness.run import estimate, inputs, interrupts, lock, logs, orchestrator
 from fsbench.kernels import registry
 
@@ -35,9 +35,7 @@ DEFAULT_SWEEP = "bf16,mxfp8,mxfp6,mxfp4,hybrid"
 _generation = _options_decorator([
     click.option("--model", default=inputs.DEFAULT_MODEL, show_default=True,
                  help="tiny | a14b-synthetic | a Wan2.2-T2V-A14B-Diffusers folder or cached HF repo id."),
-    click.option("--preset", type=params.PRESET, default="mlperf", show_default=True,
-                 help="Generation settings: a name (scenarios/<preset>.toml) or a .toml file of that form; tiny gets "
-                      "small videos by default."),
+    params.preset_option,
     click.option("--prompts", "prompts_file", type=click.Path(path_type=Path),
                  help="One prompt per line [default: tiny's own prompts, else vbench_prompts.txt in $FSBENCH_DATA, "
                       "else in $XDG_CACHE_HOME/fsbench]."),
@@ -188,6 +186,7 @@ def sweep(schedules: str | None, schedule_list: tuple[str, ...], out: Path | Non
     if not parsed:  # an empty value names no schedule: it never means the default list
         option = "--schedule" if schedule_list else "--schedules"
         raise FsbenchError(f"{option} is empty; e.g. --schedules bf16,mxfp8,hybrid or --schedule bf16")
+    refuse_repeats(parsed, "--schedule" if schedule_list else "--schedules")
     specs = [_prepare(schedule, kw) for schedule in parsed]
     slugs = [orchestrator.schedule_slug(spec.schedule) for spec in specs]
     if len(set(slugs)) != len(slugs):

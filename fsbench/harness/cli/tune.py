@@ -9,7 +9,6 @@ import torch
 from fsbench.errors import FsbenchError
 from fsbench.harness.cli import params
 from fsbench.harness.model import pipeline
-from fsbench.harness.run.presets import preset_names
 from fsbench.harness.tune import budget, search
 from fsbench.kernels import registry
 
@@ -42,7 +41,7 @@ from fsbench.kernels import registry
 @click.option("--out", type=params.OutPath(kind="tune", file_okay=False), required=True,
               help="Tune folder: tune.json, report.md, front.png, chosen.toml and one run per candidate; a second "
                    "tune into it resumes.")
-@click.option("--preset", type=click.Choice(preset_names()), default="mlperf", show_default=True)
+@params.preset_option
 @click.option("--height", type=params.int_range(16, params.MAX_SIDE), help="Override the preset's height.")
 @click.option("--width", type=params.int_range(16, params.MAX_SIDE), help="Override the preset's width.")
 @click.option("--frames", "num_frames", type=params.int_range(1, params.MAX_FRAMES),

@@ -64,6 +64,9 @@ def _is_json_object(path: Path) -> bool:
 
 def checkpoint_dir(model: str) -> Path:
     """A complete Wan2.2 diffusers checkpoint folder for `model` (a path or a cached HF repo id)."""
+    if not model.strip():  # Path("") is the current folder, which no one means by an empty name
+        raise FsbenchError(f"the model name {model!r} is empty: pass --model tiny, a14b-synthetic, a checkpoint "
+                           "folder or a cached Hugging Face repo id")
     path = Path(model).expanduser()
     if not path.exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", model):
         from huggingface_hub import snapshot_download

@@ -3,6 +3,7 @@ one is `GRAMMAR` below, which `fsbench schedules` prints."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
     import tomli as tomllib
 
+from fsbench import userfiles
 from fsbench.errors import FsbenchError
 from fsbench.kernels import constants
 from fsbench.paths import SCENARIO_DIR
@@ -126,7 +128,7 @@ def parse_spec(spec: str, name: str | None = None, description: str = "") -> Sch
 def load_file(path: Path) -> Schedule:
     """Read a schedule TOML file (`description`, `[[rule]]` tables with format/steps/layers)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no TOML error
+        data = tomllib.loads(userfiles.read_text(path, "schedule file"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise FsbenchError(f"cannot read schedule file {path}: {exc}") from exc
     entries = data.get("rule")
@@ -149,6 +151,17 @@ def load_file(path: Path) -> Schedule:
         rules.append(_rule(str(entry["format"]), str(entry["steps"]), str(entry.get("layers", "*")),
                            f"{path}, rule {i}"))
     return Schedule(path.stem, tuple(rules), data.get("description", ""))
+
+
+def refuse_repeats(schedules: Sequence[Schedule], where: str) -> None:
+    """The same rules under two names (`mxfp4` and `mxfp4:*`, or in another order) would make the same videos twice
+    under two folders."""
+    seen: dict[frozenset[Rule], Schedule] = {}
+    for schedule in schedules:
+        first = seen.setdefault(frozenset(schedule.rules), schedule)
+        if first is not schedule:
+            raise FsbenchError(f"{where}: {first.name!r} and {schedule.name!r} are the same schedule ({first.spec}), "
+                               "which would be generated twice; name it once")
 
 
 def builtin_names() -> list[str]:
@@ -193,8 +206,8 @@ def _expand(terms: str, n: int, what: str, rule: Rule) -> list[int]:
         if single is not None:
             lo = hi = single
         if side:
+            _check_count(term, side, int(count), bool(pct), n, what, rule)
             k = max(1, round(int(count) * n / 100)) if pct else int(count)
-            k = min(k, n)
             ids = range(k) if side == "first" else range(n - k, n)
         else:
             a, b = int(lo), int(hi)
@@ -206,6 +219,18 @@ def _expand(terms: str, n: int, what: str, rule: Rule) -> list[int]:
             ids = range(a, b + 1)
         out.update(ids)
     return sorted(out)
+
+
+def _check_count(term: str, side: str, count: int, percent: bool, n: int, what: str, rule: Rule) -> None:
+    """A firstN/lastN term selects 1 to n of the run's n steps (layers), a percent term at most 100% of them: past
+    that it would silently mean all of them, or none."""
+    if percent and count > 100:
+        raise FsbenchError(f"schedule rule '{rule}': {term} is more than all of this run's {n} {what}s; use at most "
+                           f"{side}100% (or *)")
+    if not percent and not 1 <= count <= n:
+        problem = "selects none" if count == 0 else "runs past the last one"
+        raise FsbenchError(f"schedule rule '{rule}': {term} {problem}; this run has {n} {what}s: use "
+                           f"{side}1 to {side}{n}, * for all, or a percent such as {side}15%")
 
 
 def _ranges(ids: list[int]) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from fsbench import userfiles
 from fsbench.errors import FsbenchError
 from fsbench.harness.model.synthetic import TINY_PROMPTS
 from fsbench.harness.run.presets import Settings
@@ -44,11 +45,13 @@ def load_prompts(path: Path | None, model: str, limit: int | None = None) -> Pro
         texts, source = list(TINY_PROMPTS), "builtin:tiny"
     else:
         path = path or data_dir() / PROMPTS_FILE
-        if not path.is_file():
+        if path.is_dir():
+            raise FsbenchError(f"prompts file {path} is a folder: pass a file of one prompt per line")
+        if not path.exists():
             raise FsbenchError(f"prompts file {path} not found: pass --prompts FILE, or run scripts/fetch_dataset.py "
                                f"(or set {DATA_ENV} to a folder holding {PROMPTS_FILE})")
         try:
-            lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is no prompt's start
+            lines = userfiles.read_text(path, "prompts file").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise FsbenchError(f"cannot read prompts file {path}: {exc}; one UTF-8 prompt per line expected") from exc
         texts = [line.strip() for line in lines if line.strip()]

@@ -13,7 +13,7 @@ import filelock
 
 from fsbench import files, rundir
 from fsbench.errors import FsbenchError
-from fsbench.folders import claim, refuse_foreign
+from fsbench.folders import claim, option, refuse_foreign
 
 
 @contextlib.contextmanager
@@ -25,14 +25,14 @@ def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for folder in folders:
             claim(folder, kind)
-            stack.enter_context(_lock(folder))
+            stack.enter_context(_lock(folder, kind))
         for folder in folders:
             files.clean_staging(folder)
         yield
 
 
 @contextlib.contextmanager
-def _lock(folder: Path) -> Iterator[None]:
+def _lock(folder: Path, kind: str) -> Iterator[None]:
     path = folder / rundir.LOCK
     held = filelock.FileLock(path, timeout=0, on_acquired=_write_pid)
     try:
@@ -43,12 +43,13 @@ def _lock(folder: Path) -> Iterator[None]:
         except OSError:
             holder = "unknown"
         raise FsbenchError(f"{folder} is being written by another fsbench job (PID {holder}); wait for it to "
-                           "finish or pass --out DIR") from None
+                           f"finish or pass {option(kind)} DIR") from None
     except IsADirectoryError:
         raise FsbenchError(f"{path} is a folder, not fsbench's lock file: remove it (a job holds the lock in a "
                            "file of that name)") from None
     except OSError as exc:
-        raise FsbenchError(f"cannot write to output directory {folder}: {exc.strerror}; pass --out DIR") from exc
+        raise FsbenchError(f"cannot write to output directory {folder}: {exc.strerror}; pass {option(kind)} DIR"
+                           ) from exc
     try:
         yield
     finally:

@@ -36,7 +36,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
     import tomli as tomllib
 
-from fsbench import paths
+from fsbench import paths, userfiles
 from fsbench.errors import FsbenchError
 from fsbench.harness.mlperf import loadgen
 from fsbench.harness.mlperf.submission import DIVISIONS as SUBMISSION_DIVISIONS, NAME as SUBMISSION_NAME
@@ -102,7 +102,7 @@ class Plan:
 def load(path: Path) -> Plan:
     """Read and check the plan at `path`; PlanError names the first bad field."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no TOML error
+        data = tomllib.loads(userfiles.read_text(path, "plan"))
     except OSError as exc:
         raise FsbenchError(f"cannot read plan {path}: {exc.strerror}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -179,6 +179,7 @@ class _Reader:
                                                                                              d["schedules"])))
         if not parsed:
             raise self.fail("schedules", "is empty; name at least one, e.g. [\"bf16\", \"mxfp8\"]")
+        schedules.refuse_repeats(parsed, f"{self.path}: schedules")
         names = [s.name for s in parsed]
         reference = d.get("reference", "bf16")
         metrics = self.strings("metrics", d.get("metrics", ["psnr", "ssim"]), EVAL_METRICS)

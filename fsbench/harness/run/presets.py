@@ -12,6 +12,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (setup.cfg installs tomli there)
     import tomli as tomllib
 
+from fsbench import userfiles
 from fsbench.errors import FsbenchError
 from fsbench.paths import SCENARIO_DIR
 
@@ -78,7 +79,7 @@ def build_settings(preset: str, model: str, **overrides: Any) -> Settings:
     """Preset values, then the preset's `[model.<model>]` table, then the non-None `overrides`."""
     path = preset_path(preset)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no TOML error
+        data = tomllib.loads(userfiles.read_text(path, "preset"))
     except tomllib.TOMLDecodeError as exc:
         raise FsbenchError(f"preset {path} is not valid TOML: {exc}") from exc
     values = {k: v for k, v in data.items() if k not in ("description", "model")}

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fsbench import kernels
+from fsbench import kernels, userfiles
 from fsbench.errors import FsbenchError
 from fsbench.harness.model import pipeline
 from fsbench.harness.model.synthetic import CONFIGS
@@ -27,6 +27,7 @@ BENCH_ROWS = {
     "mxfp4": ("gluon-fused-mxfp4", "triton-fused-mxfp4"),
 }
 QUICK_REPEATS = 3
+MAX_CALL_MS = 3.6e6  # an hour per attention call: beyond it a cost is a mistake, and the search's sums would overflow
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def load(path: Path, shape: tuple[int, int, int, int], formats: tuple[str, ...])
     """The per-call cost of each of `formats` at `shape` from a bench JSON; FsbenchError if it was measured at
     other shapes or lacks a format's row."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(userfiles.read_text(path, "--costs"))
         measured = dict(_timed(r) for r in doc["rows"] if r.get("median_ms") is not None)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise FsbenchError(f"--costs {path}: not a bench JSON of `fsbench kernels bench --json` ({exc})") from exc
@@ -111,11 +112,14 @@ def bench_here(shape: tuple[int, int, int, int], formats: tuple[str, ...], devic
 def _timed(row: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], float]:
     """((row name, shape), median ms) of one bench row; ValueError where the time is no time a call could take."""
     ms = float(row["median_ms"])
-    if not (math.isfinite(ms) and ms > 0):
-        raise ValueError(f"row {row['row']!r} has median_ms {row['median_ms']!r}, not a positive time")
-    if not isinstance(row["shape"], list):
-        raise ValueError(f"row {row['row']!r} has shape {row['shape']!r}, not a list such as [1, 40, 75600, 128]")
-    return (str(row["row"]), tuple(int(n) for n in row["shape"])), ms
+    if not (math.isfinite(ms) and 0 < ms <= MAX_CALL_MS):
+        raise ValueError(f"row {row['row']!r} has median_ms {row['median_ms']!r}, not the time of one call "
+                         f"(above 0, at most {MAX_CALL_MS:.0f})")
+    shape = row["shape"]
+    if not isinstance(shape, list) or not all(type(n) is int and n > 0 for n in shape):
+        raise ValueError(f"row {row['row']!r} has shape {shape!r}, not a list of positive integers such as "
+                         "[1, 40, 75600, 128]")
+    return (str(row["row"]), tuple(shape)), ms
 
 
 def _text(shape: tuple[int, ...]) -> str:
@@ -126,12 +130,14 @@ def rest_from_profile(path: Path) -> dict[str, Any]:
     """The part of a query no attention format changes (text encoding, GEMMs, cross-attention, VAE, encoding), in ms
     per video, from the profile.json of `fsbench run --profile`: its wall time less its self-attention."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(userfiles.read_text(path, "--profile"))
         videos = doc["videos"]
         attention = sum(float(step["self_attention_s"]) for video in videos for step in video["steps"])
         rest_ms = 1e3 * (float(doc["summary"]["wall_s"]) - attention) / len(videos)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
         raise FsbenchError(f"--profile {path}: not a profile.json of `fsbench run --profile` ({exc})") from exc
+    if not math.isfinite(rest_ms):
+        raise FsbenchError(f"--profile {path}: its times are not finite numbers (rest of a query {rest_ms} ms)")
     if rest_ms < 0:
         raise FsbenchError(f"--profile {path}: its self-attention time exceeds its wall time")
     return {"ms": rest_ms, "file": str(path)}
