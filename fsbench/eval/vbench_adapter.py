@@ -76,8 +76,7 @@ def stage_videos(run: Run, prompts: Iterable[str], staging: Path) -> list[str]:
             damaged.append(str(exc))
     if damaged:
         raise FsbenchError(f"{len(damaged)} video(s) of {run.path} do not decode, first: {damaged[0]}")
-    if staging.exists():
-        shutil.rmtree(staging)
+    files.remove(staging)
     staging.mkdir(parents=True)
     for prompt in present:
         (staging / f"{prompt}{VIDEO_SUFFIX}").symlink_to(run.video(prompt).resolve())

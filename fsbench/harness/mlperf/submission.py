@@ -98,7 +98,7 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     out = claim(Path(out), "submission")
     final = out / division / submitter
     _clean_stale_staging(out)
-    staging = Path(tempfile.mkdtemp(dir=files.staging_of(out), prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
+    staging = Path(tempfile.mkdtemp(dir=files.guard(files.staging_of(out)), prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
     try:
         tree = staging / division / submitter
         problems = _latent_problems(manifests) if division == "closed" else []
@@ -112,7 +112,7 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
             report.written = True
         return report
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        files.remove(staging)
 
 
 def _clean_stale_staging(out: Path) -> None:
@@ -121,7 +121,7 @@ def _clean_stale_staging(out: Path) -> None:
     for entry in files.staging_of(out).glob(f"{STAGING_PREFIX}*"):
         pid = entry.name[len(STAGING_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
+            files.remove(entry)
 
 
 def _alive(pid: int) -> bool:
@@ -272,14 +272,14 @@ def _copy_logs(source: Path, target: Path) -> None:
 
 def _replace(tree: Path, final: Path) -> None:
     """Swap the checked tree into place; an older submission of the same submitter is removed after the swap."""
-    final.parent.mkdir(parents=True, exist_ok=True)
+    files.guard(final).parent.mkdir(parents=True, exist_ok=True)
     old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    if os.path.lexists(final):
+        old = files.guard(final.with_name(f".{final.name}.old-{os.getpid()}"))
         os.replace(final, old)
     os.replace(tree, final)
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        files.remove(old)
 
 
 def _device_matches(desc: dict[str, Any], gpu: str | None, system_toml: Path | None) -> list[Problem]:

@@ -1,6 +1,7 @@
 """One writer per run folder: a job holds an advisory lock (fcntl.flock on RUN/.lock) for as long as it writes
 there, all its ranks together (rank 0 takes it for every rank). A second job fails at once, naming the holder's
-PID. Holding the lock also makes it safe to empty the folder's staging place of what a killed job left there."""
+PID. Holding the lock also makes it safe to empty the folder's staging place of what a killed job left there, and
+the temporaries that fsbench versions before the staging place left beside a run's LoadGen logs."""
 from __future__ import annotations
 
 import contextlib
@@ -26,6 +27,10 @@ def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
             stack.enter_context(_lock(folder))
         for folder in folders:
             files.clean_staging(folder)
+            if kind == "run":
+                for where in ("", "performance/", "TEST04/performance/"):
+                    for left in folder.glob(f"*/{rundir.BENCHMARK}/*/{where}{files.TEMP_PREFIX}*"):
+                        files.remove(left)
         yield
 
 

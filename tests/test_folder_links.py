@@ -1,0 +1,154 @@
+"""Links and markers around the folders fsbench writes: no write, rename or removal follows a symbolic link out of
+a folder fsbench owns, a marker alone never makes a folder fsbench's, the folder rule is applied where a path
+leads, and LoadGen's temporaries stay in the staging place. Every case runs the real CLI and checks, byte for
+byte, that the user's files are as they were."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fsbench import files
+from fsbench.harness.cli import main
+from fsbench.harness.mlperf.loadgen import LoadgenOptions, run_test
+from fsbench.harness.run import lock
+from fsbench.rundir import BENCHMARK, loadgen_dir
+
+from eval_runs import constant_video, make_run
+
+SMALL = ["--model", "tiny", "--height", "16", "--width", "16", "--frames", "1", "--steps", "1"]
+
+
+def state(root: Path) -> dict[str, str]:
+    """Every file, folder and link under `root` (links not followed) with its bytes' digest or its target."""
+    found = {}
+    for here, dirs, names in os.walk(root):
+        for name in (*dirs, *names):
+            path = Path(here) / name
+            key = str(path.relative_to(root))
+            if path.is_symlink():
+                found[key] = f"link {os.readlink(path)}"
+            elif path.is_file():
+                found[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                found[key] = "folder"
+    return found
+
+
+def user_folder(root: Path) -> Path:
+    (root / "sub").mkdir(parents=True)
+    (root / "thesis.txt").write_text("years of work")
+    (root / "sub" / "data.bin").write_bytes(os.urandom(64))
+    (root / f"{files.TEMP_PREFIX}looks-like-ours").write_text("but is the user's")
+    return root
+
+
+def invoke(*args) -> tuple[int, list[str], str]:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result.exit_code, result.stderr.strip().splitlines(), result.output
+
+
+def a_run(path: Path) -> Path:
+    run = make_run(path, "bf16", {"p": constant_video(range(100, 105))})
+    files.atomic_write_text(path / files.OWNED / files.KIND, "run\n")
+    return run
+
+
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_a_run_whose_staging_links_to_a_users_folder_is_refused_and_the_folder_kept(relative, tmp_path):
+    mine = user_folder(tmp_path / "mine")
+    run = a_run(tmp_path / "runs" / "received")
+    (run / files.OWNED / files.STAGING).symlink_to("../../../mine" if relative else mine)
+    before = state(tmp_path)
+    for args in (["run", "--out", run, *SMALL], ["eval", run, "--metrics", "psnr", "--reference", run]):
+        code, lines, output = invoke(*args)
+        assert code == 2 and "Traceback" not in output, output
+    code, lines, output = invoke("run", "--out", run, *SMALL)
+    assert len(lines) == 1 and "symbolic link" in lines[0] and str(run / files.OWNED / files.STAGING) in lines[0]
+    assert state(tmp_path) == before
+
+
+def test_a_page_marker_over_a_users_videos_is_refused_and_no_video_deleted(tmp_path):
+    run = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
+    page = tmp_path / "page"
+    (page / "videos").mkdir(parents=True)
+    (page / "videos" / "holiday.mp4").write_bytes(os.urandom(300))
+    files.atomic_write_text(page / files.OWNED / files.KIND, "page\n")
+    before = state(page)
+    code, lines, output = invoke("compare", run, "--out", tmp_path / "cmp", "--html", page)
+    assert code == 2 and len(lines) == 1 and str(page) in lines[0] and "did not write" in lines[0], output
+    assert state(page) == before
+
+
+def test_a_page_removes_only_the_old_videos_it_recorded(tmp_path):
+    first = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
+    second = make_run(tmp_path / "bf16b", "bf16", {"p": constant_video(range(50, 55))})
+    page = tmp_path / "page"
+    assert invoke("compare", first, "--out", tmp_path / "c1", "--html", page)[0] == 0
+    old = sorted((page / "videos").iterdir())
+    assert old
+    assert invoke("compare", second, "--out", tmp_path / "c2", "--html", page)[0] == 0
+    assert not any(p.exists() for p in old)  # recorded, then no longer used: removed
+    (page / "videos" / "holiday.mp4").write_bytes(b"the user's")
+    code, lines, _ = invoke("compare", first, "--out", tmp_path / "c3", "--html", page)
+    assert code == 2 and "did not write" in lines[0]
+    assert (page / "videos" / "holiday.mp4").read_bytes() == b"the user's"
+
+
+def test_eval_never_writes_through_a_run_folder_that_links_out(tmp_path):
+    mine = user_folder(tmp_path / "mine")
+    run = a_run(tmp_path / "run")
+    (run / "eval").symlink_to(mine)
+    before = state(mine)
+    code, lines, output = invoke("eval", run, "--metrics", "psnr", "--reference", make_run(
+        tmp_path / "ref", "bf16", {"p": constant_video(range(100, 105))}))
+    assert code == 2 and len(lines) == 1 and f"symbolic link {run / 'eval'}" in lines[0], output
+    assert state(mine) == before
+
+
+def test_run_out_through_a_link_into_another_run_is_refused_naming_both(tmp_path):
+    other = a_run(tmp_path / "other")
+    link = tmp_path / "link"
+    link.symlink_to(other / "videos")
+    before = state(tmp_path)
+    code, lines, output = invoke("run", "--out", link / "new", *SMALL)
+    assert code == 2 and len(lines) == 1, output
+    assert str(link / "new") in lines[0] and str(other.resolve() / "videos" / "new") in lines[0]
+    assert f"inside the run folder {other.resolve()}" in lines[0]
+    assert state(tmp_path) == before
+
+
+def test_a_campaign_out_through_a_link_into_a_run_is_refused_before_any_write(tmp_path):
+    run = a_run(tmp_path / "run")
+    link = tmp_path / "results"
+    link.symlink_to(run / "videos")
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{link / "camp"}"\n')
+    before = state(tmp_path)
+    for args in (["campaign", plan, "--dry-run"], ["campaign", plan]):
+        code, lines, output = invoke(*args)
+        assert code == 2 and len(lines) == 1 and str(run.resolve() / "videos" / "camp") in lines[0], output
+    assert state(tmp_path) == before
+
+
+def test_loadgen_temporaries_live_in_staging_and_a_resume_removes_those_left_beside_the_logs(tmp_path):
+    run = a_run(tmp_path / "run")
+    seen = []
+    log_dir = loadgen_dir(run, "sys", "Offline", "accuracy")
+
+    def generate(index: int) -> str:
+        seen.extend(p for p in run.rglob(f"{files.TEMP_PREFIX}*") if files.OWNED not in p.parts)
+        return f"videos/{index}.mp4"
+
+    with lock.hold(run):
+        run_test(generate, 2, LoadgenOptions("Offline", "accuracy"), log_dir)
+    assert (log_dir / "mlperf_log_detail.txt").is_file() and seen == []
+    left = run / "sys" / BENCHMARK / "Offline" / f"{files.TEMP_PREFIX}accuracy-x1" / "logs"
+    left.mkdir(parents=True)
+    (left / "mlperf_log_detail.txt").write_text("from a killed pass")
+    with lock.hold(run):
+        pass
+    assert not left.parent.exists() and (log_dir / "mlperf_log_detail.txt").is_file()
