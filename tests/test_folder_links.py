@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -15,17 +16,21 @@ from fsbench import files
 from fsbench.harness.cli import main
 from fsbench.harness.mlperf.loadgen import LoadgenOptions, run_test
 from fsbench.harness.run import lock
-from fsbench.rundir import BENCHMARK, loadgen_dir
+from fsbench.rundir import BENCHMARK, LOCK, loadgen_dir
 
 from eval_runs import constant_video, make_run
 
 SMALL = ["--model", "tiny", "--height", "16", "--width", "16", "--frames", "1", "--steps", "1"]
 
 
-def state(root: Path) -> dict[str, str]:
-    """Every file, folder and link under `root` (links not followed) with its bytes' digest or its target."""
+def state(root: Path, bookkeeping: bool = True) -> dict[str, str]:
+    """Every file, folder and link under `root` (links not followed) with its bytes' digest or its target; without
+    `bookkeeping`, less fsbench's own place and lock of an fsbench folder (which any command that takes it writes)."""
     found = {}
     for here, dirs, names in os.walk(root):
+        if not bookkeeping and Path(here) == root:
+            dirs[:] = [d for d in dirs if d != files.OWNED]
+            names = [n for n in names if n != LOCK]
         for name in (*dirs, *names):
             path = Path(here) / name
             key = str(path.relative_to(root))
@@ -152,3 +157,87 @@ def test_loadgen_temporaries_live_in_staging_and_a_resume_removes_those_left_bes
     with lock.hold(run):
         pass
     assert not left.parent.exists() and (log_dir / "mlperf_log_detail.txt").is_file()
+
+
+SEED = 20261207
+KINDS = ("run", "sweep", "compare", "page", "submission", "campaign", "tune", "user's")
+
+
+def _tree_around(rng, out: Path, mine: Path, other: Path) -> dict[str, str]:
+    """A random folder at `out`: absent, empty, a run, a folder of the user's, or a link to one of those, with
+    random markers, links from fsbench's places (its staging, videos/, made_with/, eval/) to the user's folder or
+    another run (absolute or relative) and files of the user's inside. Returns the user's files put inside (path
+    relative to `out` -> digest), which must be there, unchanged, afterwards."""
+    base = rng.choice(["absent", "empty", "run", "run", "user", "link-user", "link-other", "link-into-other"])
+    if base == "link-user":
+        out.symlink_to(mine if rng.random() < 0.5 else os.path.relpath(mine, out.parent))
+        return {}
+    if base in ("link-other", "link-into-other"):
+        out.symlink_to(other if base == "link-other" else other / "videos" / "deeper")
+        return {}
+    if base == "absent":
+        return {}
+    if base == "run":
+        make_run(out, "bf16", {"p": constant_video(range(100, 105))})
+    out.mkdir(parents=True, exist_ok=True)
+    if base == "empty":
+        return {}
+    planted: dict[str, str] = {}
+    if rng.random() < 0.7:
+        kind = rng.choice(KINDS)
+        (out / files.OWNED).mkdir(exist_ok=True)
+        (out / files.OWNED / files.KIND).write_text(f"{kind}\n")
+    for place in rng.sample([f"{files.OWNED}/{files.STAGING}", files.OWNED, "videos", "made_with", "eval",
+                             "videos/holiday", "compare"], k=rng.randint(0, 2)):
+        target = out / place
+        if os.path.lexists(target) or os.path.lexists(target.parent) and not target.parent.is_dir():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        to = rng.choice([mine, other, other / "videos"])
+        target.symlink_to(to if rng.random() < 0.5 else os.path.relpath(to, target.parent))
+    for name in rng.sample(["videos/holiday.mp4", "notes.txt", "index.html", f"{files.TEMP_PREFIX}mine",
+                            "eval/mine.csv"], k=rng.randint(0, 2)):
+        path = out / name
+        if any(p.is_symlink() for p in (path, *path.parents) if p.is_relative_to(out) and p != out):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = os.urandom(rng.randint(1, 200))
+        path.write_bytes(data)
+        planted[name] = hashlib.sha256(data).hexdigest()
+    return planted
+
+
+def _commands(out: Path, reference: Path, scratch: Path, plan: Path) -> dict[str, list]:
+    plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{out}"\n')
+    return {
+        "compare": ["compare", reference, "--out", out],
+        "compare --html": ["compare", reference, "--out", scratch / "cmp", "--html", out],
+        "eval": ["eval", out, "--metrics", "psnr", "--reference", reference],
+        "run": ["run", "--out", out, *SMALL],
+        "sweep": ["sweep", "--schedules", "bf16", "--out", out, *SMALL],
+        "campaign": ["campaign", plan, "--dry-run"],
+        "submission": ["submission", "--runs", reference, "--out", out, "--submitter", "org", "--system", "x"],
+    }
+
+
+@pytest.mark.parametrize("trial", range(21))
+def test_random_trees_of_links_and_markers_never_change_a_byte_outside_fsbench_s_files(trial, tmp_path, one_thread):
+    """Seeded random trees around every command that writes (the tiny model's run and sweep included): whatever
+    the command says, the user's folder, another run, and the user's files inside the output are as they were."""
+    rng = random.Random(SEED + trial)
+    mine = user_folder(tmp_path / "mine")
+    other = a_run(tmp_path / "other")
+    (other / "videos" / "deeper").mkdir()
+    reference = make_run(tmp_path / "reference", "bf16", {"p": constant_video(range(100, 105))})
+    out = tmp_path / "work" / "out"
+    out.parent.mkdir()
+    planted = _tree_around(rng, out, mine, other)
+    commands = _commands(out, reference, tmp_path / "scratch", tmp_path / "plan.toml")
+    name = sorted(commands)[trial % len(commands)]
+    protected = {p: state(p, p == mine) for p in (mine, other, reference)}
+    code, lines, output = invoke(*commands[name])
+    assert code in (0, 2) and "Traceback" not in output, (name, output)
+    assert code == 0 or len(lines) == 1, (name, output)
+    assert {p: state(p, p == mine) for p in protected} == protected, (name, output)
+    for path, digest in planted.items():
+        assert hashlib.sha256((out / path).read_bytes()).hexdigest() == digest, (name, path, output)
