@@ -53,15 +53,19 @@ def kind_of(folder: Path) -> str | None:
 
 def _agrees(folder: Path, kind: str, entries: list[Path]) -> bool:
     """Whether what `folder` holds is what fsbench writes in a folder of `kind`: a run holds its manifest, a
-    comparison its tables, a sweep only runs, a page only the files its record names (an empty folder agrees)."""
+    comparison its tables, a sweep only runs, a campaign only runs and a comparison, a submission root only its
+    divisions, a page only the files its record names (an empty folder agrees)."""
     if not entries:
         return True
     if kind == "run":
         return (folder / MANIFEST).is_file()
     if kind == "compare":
         return (folder / "compare.json").is_file() and (folder / "compare.md").is_file()
-    if kind == "sweep":
-        return all(not e.is_symlink() and kind_of(e) in ("run", None) for e in entries)
+    if kind in ("sweep", "campaign"):  # a campaign's runs and its comparison, each an fsbench folder of its own
+        inner = ("run", None) if kind == "sweep" else ("run", "compare", None)
+        return all(not e.is_symlink() and kind_of(e) in inner for e in entries)
+    if kind == "submission":
+        return all(e.name in ("open", "closed") or e.name.startswith(".fsbench-staging-") for e in entries)
     if kind in RECORDED_KINDS:
         return set(_files_under(folder)) <= recorded(folder)
     return True
