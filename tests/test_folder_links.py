@@ -241,3 +241,20 @@ def test_random_trees_of_links_and_markers_never_change_a_byte_outside_fsbench_s
     assert {p: state(p, p == mine) for p in protected} == protected, (name, output)
     for path, digest in planted.items():
         assert hashlib.sha256((out / path).read_bytes()).hexdigest() == digest, (name, path, output)
+
+
+@pytest.mark.parametrize("kind", ["campaign", "submission", "sweep", "run", "compare"])
+def test_a_marker_over_a_users_folder_does_not_make_it_fsbench_s(kind, tmp_path):
+    folder = user_folder(tmp_path / "mine")
+    files.atomic_write_text(folder / files.OWNED / files.KIND, f"{kind}\n")
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{folder}"\n')
+    run = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105))})
+    command = {"campaign": ["campaign", plan, "--dry-run"], "run": ["run", "--out", folder, *SMALL],
+               "sweep": ["sweep", "--schedules", "bf16", "--out", folder, *SMALL],
+               "compare": ["compare", run, "--out", folder],
+               "submission": ["submission", "--runs", run, "--out", folder, "--submitter", "o", "--system", "s"]}
+    before = state(tmp_path)
+    code, lines, output = invoke(*command[kind])
+    assert code == 2 and len(lines) == 1 and f"{folder} is a folder fsbench did not write" in lines[0], output
+    assert state(tmp_path) == before
