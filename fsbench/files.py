@@ -74,6 +74,16 @@ def guard(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def guard_file(path: str | os.PathLike[str]) -> Path:
+    """`guard`, and `path` itself no link: for a file written in place (a lock, a log appended to), which would
+    write where the link leads."""
+    path = guard(path)
+    if path.is_symlink():
+        raise FsbenchError(f"{path} is a symbolic link (to {os.readlink(path)}) where fsbench keeps a file of its "
+                           "own: remove the link")
+    return path
+
+
 def staging_place(path: Path) -> Path | None:
     """The staging place of the nearest owned folder holding `path`, where it shares the file system of `path`'s
     nearest existing folder (a rename cannot cross file systems); None elsewhere. Refused (`guard`) where the way

@@ -16,7 +16,7 @@ from fsbench import files
 from fsbench.harness.cli import main
 from fsbench.harness.mlperf.loadgen import LoadgenOptions, run_test
 from fsbench.harness.run import lock
-from fsbench.rundir import BENCHMARK, LOCK, loadgen_dir
+from fsbench.rundir import BENCHMARK, LOCK, LOG, loadgen_dir
 
 from eval_runs import constant_video, make_run
 
@@ -114,6 +114,20 @@ def test_eval_never_writes_through_a_run_folder_that_links_out(tmp_path):
     assert state(mine) == before
 
 
+@pytest.mark.parametrize("name", [LOCK, LOG])
+def test_a_lock_or_log_that_links_to_a_users_file_is_never_written_through(name, tmp_path, one_thread):
+    mine = user_folder(tmp_path / "mine")
+    run = tmp_path / "run"
+    command = ("run", "--out", run, *SMALL, "--num-prompts", 1, "--mode", "accuracy")
+    assert invoke(*command)[0] == 0
+    (run / name).unlink(missing_ok=True)
+    (run / name).symlink_to(mine / "thesis.txt")
+    before = state(mine)
+    code, lines, output = invoke(*command)
+    assert code == 2 and len(lines) == 1 and f"{run / name} is a symbolic link" in lines[0], output
+    assert state(mine) == before
+
+
 def test_run_out_through_a_link_into_another_run_is_refused_naming_both(tmp_path):
     other = a_run(tmp_path / "other")
     link = tmp_path / "link"
@@ -188,12 +202,12 @@ def _tree_around(rng, out: Path, mine: Path, other: Path) -> dict[str, str]:
         (out / files.OWNED).mkdir(exist_ok=True)
         (out / files.OWNED / files.KIND).write_text(f"{kind}\n")
     for place in rng.sample([f"{files.OWNED}/{files.STAGING}", files.OWNED, "videos", "made_with", "eval",
-                             "videos/holiday", "compare"], k=rng.randint(0, 2)):
+                             "videos/holiday", "compare", LOCK, LOG], k=rng.randint(0, 3)):
         target = out / place
         if os.path.lexists(target) or os.path.lexists(target.parent) and not target.parent.is_dir():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        to = rng.choice([mine, other, other / "videos"])
+        to = mine / "thesis.txt" if place in (LOCK, LOG) else rng.choice([mine, other, other / "videos"])
         target.symlink_to(to if rng.random() < 0.5 else os.path.relpath(to, target.parent))
     for name in rng.sample(["videos/holiday.mp4", "notes.txt", "index.html", f"{files.TEMP_PREFIX}mine",
                             "eval/mine.csv"], k=rng.randint(0, 2)):

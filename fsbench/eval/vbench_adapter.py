@@ -277,7 +277,7 @@ def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str,
     env.pop("PYTHONPATH", None)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu[1]
-    with open(log_path, "w") as log:
+    with open(files.guard_file(log_path), "w") as log:
         process = subprocess.Popen([str(python), str(RUNNER), str(work / f"job{tag}.json")], stdout=subprocess.PIPE,
                                    stderr=log, text=True, env=env, cwd=work)
         for line in process.stdout or ():

@@ -36,7 +36,7 @@ def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
 
 @contextlib.contextmanager
 def _lock(folder: Path) -> Iterator[None]:
-    path = folder / rundir.LOCK
+    path = files.guard_file(folder / rundir.LOCK)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except IsADirectoryError:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from fsbench import files
 from fsbench.rundir import LOG
 
 LOGGER = logging.getLogger("fsbench")
@@ -122,4 +123,4 @@ def attach(run: Path) -> None:
     except OSError:
         return
     ctx = click.get_current_context()
-    ctx.with_resource(_run_log(run / LOG, ctx.meta.get(EARLY)))
+    ctx.with_resource(_run_log(files.guard_file(run / LOG), ctx.meta.get(EARLY)))
