@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from fsbench.rundir import BENCHMARK, LOCK, LOG, loadgen_dir
 from eval_runs import constant_video, make_run
 
 SMALL = ["--model", "tiny", "--height", "16", "--width", "16", "--frames", "1", "--steps", "1"]
+TINY = [*SMALL, "--num-prompts", "1", "--scenario", "Offline", "--mode", "accuracy"]
 
 
 def state(root: Path, bookkeeping: bool = True) -> dict[str, str]:
@@ -177,12 +179,29 @@ SEED = 20261207
 KINDS = ("run", "sweep", "compare", "page", "submission", "campaign", "tune", "user's")
 
 
-def _tree_around(rng, out: Path, mine: Path, other: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """A real run folder of the tiny model (one prompt, one 16x16 frame): what a run, sweep or eval resumes."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run = tmp_path_factory.mktemp("tiny") / "run"
+        code, _, output = invoke("run", "--out", run, *TINY)
+        assert code == 0, output
+    finally:
+        torch.set_num_threads(threads)
+    return run
+
+
+def _tree_around(rng, out: Path, mine: Path, other: Path, tiny: Path, run_first: bool) -> dict[str, str]:
     """A random folder at `out`: absent, empty, a run, a folder of the user's, or a link to one of those, with
     random markers, links from fsbench's places (its staging, videos/, made_with/, eval/) to the user's folder or
     another run (absolute or relative) and files of the user's inside. Returns the user's files put inside (path
-    relative to `out` -> digest), which must be there, unchanged, afterwards."""
-    base = rng.choice(["absent", "empty", "run", "run", "user", "link-user", "link-other", "link-into-other"])
+    relative to `out` -> digest), which must be there, unchanged, afterwards. `run_first`: mostly a real run."""
+    bases = ["absent", "empty", "run", "user", "link-user", "link-other", "link-into-other"]
+    base = "run" if run_first and rng.random() < 0.6 else rng.choice(bases)
     if base == "link-user":
         out.symlink_to(mine if rng.random() < 0.5 else os.path.relpath(mine, out.parent))
         return {}
@@ -192,20 +211,24 @@ def _tree_around(rng, out: Path, mine: Path, other: Path) -> dict[str, str]:
     if base == "absent":
         return {}
     if base == "run":
-        make_run(out, "bf16", {"p": constant_video(range(100, 105))})
+        shutil.copytree(tiny, out, symlinks=True)
     out.mkdir(parents=True, exist_ok=True)
     if base == "empty":
         return {}
     planted: dict[str, str] = {}
-    if rng.random() < 0.7:
+    if rng.random() < (0.3 if base == "run" else 0.7):
         kind = rng.choice(KINDS)
         (out / files.OWNED).mkdir(exist_ok=True)
         (out / files.OWNED / files.KIND).write_text(f"{kind}\n")
     for place in rng.sample([f"{files.OWNED}/{files.STAGING}", files.OWNED, "videos", "made_with", "eval",
-                             "videos/holiday", "compare", LOCK, LOG], k=rng.randint(0, 3)):
+                             "videos/holiday", "compare", LOCK, LOG], k=rng.randint(1, 3)):
         target = out / place
-        if os.path.lexists(target) or os.path.lexists(target.parent) and not target.parent.is_dir():
+        if os.path.lexists(target.parent) and not target.parent.is_dir() or target.parent.is_symlink():
             continue
+        if target.is_dir() and not target.is_symlink():  # a place of fsbench's own, made a link instead
+            shutil.rmtree(target)
+        elif os.path.lexists(target):
+            target.unlink()
         target.parent.mkdir(parents=True, exist_ok=True)
         to = mine / "thesis.txt" if place in (LOCK, LOG) else rng.choice([mine, other, other / "videos"])
         target.symlink_to(to if rng.random() < 0.5 else os.path.relpath(to, target.parent))
@@ -227,27 +250,28 @@ def _commands(out: Path, reference: Path, scratch: Path, plan: Path) -> dict[str
         "compare": ["compare", reference, "--out", out],
         "compare --html": ["compare", reference, "--out", scratch / "cmp", "--html", out],
         "eval": ["eval", out, "--metrics", "psnr", "--reference", reference],
-        "run": ["run", "--out", out, *SMALL],
-        "sweep": ["sweep", "--schedules", "bf16", "--out", out, *SMALL],
+        "run": ["run", "--out", out, *TINY],
+        "sweep": ["sweep", "--schedules", "bf16", "--out", out, *TINY[:-4]],
         "campaign": ["campaign", plan, "--dry-run"],
         "submission": ["submission", "--runs", reference, "--out", out, "--submitter", "org", "--system", "x"],
     }
 
 
-@pytest.mark.parametrize("trial", range(21))
-def test_random_trees_of_links_and_markers_never_change_a_byte_outside_fsbench_s_files(trial, tmp_path, one_thread):
+@pytest.mark.parametrize("trial", range(28))
+def test_random_trees_of_links_and_markers_never_change_a_byte_outside_fsbench_s_files(trial, tmp_path, one_thread,
+                                                                                       tiny_run):
     """Seeded random trees around every command that writes (the tiny model's run and sweep included): whatever
     the command says, the user's folder, another run, and the user's files inside the output are as they were."""
     rng = random.Random(SEED + trial)
     mine = user_folder(tmp_path / "mine")
     other = a_run(tmp_path / "other")
     (other / "videos" / "deeper").mkdir()
-    reference = make_run(tmp_path / "reference", "bf16", {"p": constant_video(range(100, 105))})
+    reference = shutil.copytree(tiny_run, tmp_path / "reference")
     out = tmp_path / "work" / "out"
     out.parent.mkdir()
-    planted = _tree_around(rng, out, mine, other)
     commands = _commands(out, reference, tmp_path / "scratch", tmp_path / "plan.toml")
     name = sorted(commands)[trial % len(commands)]
+    planted = _tree_around(rng, out, mine, other, tiny_run, name in ("run", "eval"))
     protected = {p: state(p, p == mine) for p in (mine, other, reference)}
     code, lines, output = invoke(*commands[name])
     assert code in (0, 2) and "Traceback" not in output, (name, output)
