@@ -4,6 +4,9 @@ fsyncs it and renames it over the final name, and the temporary goes on every fa
 Inside a folder fsbench owns (one holding `OWNED`, see `fsbench.rundir.claim`) temporaries live in that folder's
 one staging place, `OWNED/staging/`, so what a killed job left is found there and nowhere else. Elsewhere (the
 `--out FILE` of a kernel command) they sit next to the final name as `.fsbench-tmp-*` for the moment of the write.
+
+No write, rename or removal inside an owned folder passes through a symbolic link (`guard`): a folder received from
+someone else, or a link a user made, can never turn fsbench's clean-up or output into a change of another folder.
 """
 from __future__ import annotations
 
@@ -40,15 +43,59 @@ def staging_of(folder: Path) -> Path:
     return folder / OWNED / STAGING
 
 
+def owner_of(path: str | os.PathLike[str]) -> Path | None:
+    """The outermost folder fsbench owns (one holding `OWNED`) that holds `path`, as the path names it; None
+    outside every owned folder."""
+    absolute = Path(os.path.abspath(path))
+    for folder in reversed((absolute, *absolute.parents)):
+        if os.path.lexists(folder / OWNED):
+            return folder
+    return None
+
+
+def guard(path: str | os.PathLike[str]) -> Path:
+    """`path`, refused in one line where fsbench owns a folder holding it and the way from that folder to it passes
+    through a symbolic link (the owned place `OWNED` and its staging of every owned folder on the way included):
+    what follows a link may leave the folder and change files fsbench never wrote. Every write, rename and removal
+    inside an owned folder asks."""
+    path = Path(path)
+    owner = owner_of(path)
+    if owner is None:
+        return path
+    folders = [owner]
+    for part in Path(os.path.abspath(path)).relative_to(owner).parts[:-1]:
+        folders.append(folders[-1] / part)
+    for folder in folders:
+        for place in (folder, folder / OWNED, folder / OWNED / STAGING):
+            if place != owner and place.is_symlink():
+                raise FsbenchError(f"{path} passes through the symbolic link {place} (to {os.readlink(place)}), "
+                                   f"which could lead out of {owner}: fsbench writes and removes only inside the "
+                                   "folders it owns; remove the link or pass another folder")
+    return path
+
+
+def guard_file(path: str | os.PathLike[str]) -> Path:
+    """`guard`, and `path` itself no link: for a file written in place (a lock, a log appended to), which would
+    write where the link leads."""
+    path = guard(path)
+    if path.is_symlink():
+        raise FsbenchError(f"{path} is a symbolic link (to {os.readlink(path)}) where fsbench keeps a file of its "
+                           "own: remove the link")
+    return path
+
+
 def staging_place(path: Path) -> Path | None:
     """The staging place of the nearest owned folder holding `path`, where it shares the file system of `path`'s
-    folder (a rename cannot cross file systems); None elsewhere."""
-    folder = Path(os.path.abspath(path)).parent
+    nearest existing folder (a rename cannot cross file systems); None elsewhere. Refused (`guard`) where the way
+    there passes through a symbolic link."""
+    folder = Path(os.path.abspath(guard(path))).parent
+    existing = next((f for f in (folder, *folder.parents) if f.is_dir()), folder)
     for owner in (folder, *folder.parents):
         place = staging_of(owner)
         if place.is_dir():
+            guard(place)
             try:
-                return place if place.stat().st_dev == folder.stat().st_dev else None
+                return place if place.stat().st_dev == existing.stat().st_dev else None
             except OSError:
                 return None
     return None
@@ -82,7 +129,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
     """Call `write(tmp)` on a temporary file (created with the process's umask), fsync it and rename it over
     `path`. On any failure the temporary is removed and `path` is untouched; a full disk becomes `DiskFull`
     naming `path`."""
-    path = Path(path)
+    path = guard(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
@@ -118,7 +165,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 @contextlib.contextmanager
 def temp_folder(near: Path, prefix: str = "") -> Iterator[Path]:
     """A fresh folder in the staging place of `near`'s owned folder (else beside `near`), removed on leaving."""
-    place = staging_place(near) or Path(near).parent
+    place = staging_place(near) or guard(Path(near).parent)
     place.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(dir=place, prefix=f"{TEMP_PREFIX}{prefix}"))
     try:
@@ -128,16 +175,23 @@ def temp_folder(near: Path, prefix: str = "") -> Iterator[Path]:
 
 
 def clean_staging(folder: Path) -> list[Path]:
-    """Delete what killed jobs left in `folder`'s staging place, and nothing else; returns what went. The caller
-    holds the folder's lock, so no live job of this folder stages there."""
-    place = staging_of(folder)
-    removed = sorted(place.iterdir()) if place.is_dir() else []
+    """Delete what killed jobs left in `folder`'s staging place (the temporaries fsbench names, nothing else);
+    returns what went. The caller holds the folder's lock, so no live job of this folder stages there."""
+    place = guard(staging_of(folder))
+    removed = sorted(place.glob(f"{TEMP_PREFIX}*")) if place.is_dir() else []
     for entry in removed:
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        remove(entry)
     return removed
+
+
+def remove(path: Path) -> None:
+    """Delete the file or folder `path` fsbench wrote inside a folder it owns (a link itself, never what it points
+    to); refused (`guard`) where the way there passes through a symbolic link."""
+    guard(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _sync_folder(folder: Path) -> None:

@@ -58,7 +58,8 @@ def expected_layout(scenarios=("Offline", "SingleStream")) -> set[str]:
         files |= {f"{base}/accuracy/{n}" for n in ("mlperf_log_summary.txt", "mlperf_log_detail.txt",
                                                    "mlperf_log_accuracy.json", "accuracy.txt")}
         files |= {f"{base}/accuracy/videos/{idx}.mp4" for idx in AUDIT_VIDEOS}
-        files.add(f"{base}/accuracy/videos/captions.txt")
+        files |= {f"{base}/accuracy/made_with/{idx}.mp4.json" for idx in AUDIT_VIDEOS}
+        files |= {f"{base}/accuracy/videos/captions.txt", f"{base}/accuracy/fsbench.sha256"}
     return files
 
 
@@ -219,6 +220,54 @@ def test_preflight_flags_each_rule_broken_on_purpose(copy_of, breaker):
     assert expected in result.output
     if breaker is not _break_low_score:  # a low score is only a warning in the open division
         assert result.exit_code == 2 and "fsbench: error:" in result.output
+
+
+def _swap_audit_videos(root, sub, scenario):
+    from fsbench.eval.video_io import write_video
+
+    from eval_runs import constant_video
+
+    video = scenario / "accuracy" / "videos" / "238.mp4"
+    write_video(video, constant_video([7], 16, 16), fps=16)  # another valid video under the audit name
+    return "accuracy/videos/238.mp4: differs from the sha256 recorded when the tree was packaged:"
+
+
+def _edit_a_line_of_the_truncated_log(root, sub, scenario):
+    path = scenario / "accuracy" / "mlperf_log_accuracy.json"
+    text = path.read_text()
+    edited = text.replace('"seq_id" : 1,', '"seq_id" : 7,', 1)
+    assert edited != text and len(edited) == len(text)
+    path.write_text(edited)
+    return "accuracy/mlperf_log_accuracy.json: differs from the sha256 recorded when the tree was packaged:"
+
+
+def _forge_a_made_with_record(root, sub, scenario):
+    path = scenario / "accuracy" / "made_with" / "238.mp4.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "made_with": "0" * 64}, indent=1) + "\n")
+    return "accuracy/made_with/238.mp4.json: differs from the sha256 recorded when the tree was packaged:"
+
+
+@pytest.mark.parametrize("breaker", [_swap_audit_videos, _edit_a_line_of_the_truncated_log, _forge_a_made_with_record],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_the_check_names_the_first_file_that_differs_from_the_packaged_digest(copy_of, breaker):
+    root, sub, scenario = copy_of
+    digests = (scenario / "accuracy" / "fsbench.sha256").read_text().splitlines()
+    assert len(digests) == 2 * len(AUDIT_VIDEOS) + 3  # videos and their records, captions, the log, accuracy.txt
+    expected = breaker(root, sub, scenario)
+    result = fsbench("submission", "--check", root)
+    assert result.exit_code == 2 and expected in result.output, result.output
+    assert "error: open/FsbenchOrg/results/cpu-tiny/wan-2.2-t2v-a14b/Offline/accuracy/" in result.output
+    listed = subprocess.run(["sha256sum", "--quiet", "-c", "fsbench.sha256"], cwd=scenario / "accuracy",
+                            capture_output=True, text=True)
+    assert listed.returncode == 1  # the digest file is sha256sum's format: the standard tool finds it too
+
+
+def test_a_packaged_tree_verifies_with_sha256sum(open_tree):
+    _, sub, _ = open_tree
+    for scenario in ("Offline", "SingleStream"):
+        folder = sub / "results" / SYSTEM / MODEL / scenario / "accuracy"
+        assert subprocess.run(["sha256sum", "--quiet", "-c", "fsbench.sha256"], cwd=folder).returncode == 0
 
 
 def test_preflight_reports_every_problem_in_one_pass(copy_of):

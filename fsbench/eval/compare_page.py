@@ -26,12 +26,13 @@ from fsbench import files
 from fsbench.eval import report, store
 from fsbench.eval.runs import Run
 from fsbench.eval.video_io import VideoError, read_frames, write_video
-from fsbench.folders import claim
+from fsbench.folders import claim, record, recorded
 
 DIFF_GAIN = 8
 # (key, label, True where higher is better) for the per-prompt metrics the grid sorts by
 PROMPT_METRICS = (("lpips", "LPIPS", False), ("psnr", "PSNR (dB)", True), ("ssim", "SSIM", True))
 VIDEO_DIR = "videos"
+PAGE_FILES = ("index.html", "pareto.svg", "prompt_spread.svg")  # beside VIDEO_DIR/: all a page folder holds
 
 
 def write_page(run_paths: list[Path], out: Path, link: bool = False, progress: bool = True) -> Path:
@@ -40,6 +41,7 @@ def write_page(run_paths: list[Path], out: Path, link: bool = False, progress: b
     runs = [Run.open(p) for p in run_paths]
     rows = report.build_rows(runs)
     claim(out, "page")
+    record(out, recorded(out) | set(PAGE_FILES))
     reference = next((r for r in rows if r.reference), None) or next((r for r in rows if r.run.schedule == "bf16"),
                                                                         None)
     prompts = list(dict.fromkeys(p for run in runs for p in run.prompts()))
@@ -181,10 +183,18 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
 
     Page files are named by what they are made of (the source video's bytes, the reference's, the frame rate), so
     a second compare into the same folder re-encodes nothing it already has, cells with identical videos share one
-    file, and files no cell uses any longer are removed."""
-    folder = out / VIDEO_DIR
+    file, and files no cell uses any longer are removed: only those the folder's record names (`folders.record`),
+    each recorded before it is written, so a file fsbench did not write is never taken for an old page video."""
+    folder = files.guard(out / VIDEO_DIR)
     folder.mkdir(exist_ok=True)
+    owned = recorded(out)
     fps = _fps([r.run for r in rows])
+
+    def write(name: str, frames: np.ndarray) -> None:
+        owned.add(name)
+        record(out, owned)
+        write_video(out / name, _even(frames), fps=fps)
+
     digests: dict[Path, str] = {}
     used: set[str] = set()
     grid = {}
@@ -209,7 +219,7 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
                 else:
                     cell = {"video": copy, "diff": None}
                     if not (out / copy).is_file():
-                        write_video(out / copy, _even(video.decoded()), fps=fps)
+                        write(copy, video.decoded())
                 name = f"{VIDEO_DIR}/{video.key}-{ref.key}-x{DIFF_GAIN}-diff.mp4" if ref else ""
                 if ref is None or not ref.decodes(out / f"{VIDEO_DIR}/{ref.key}.mp4"):
                     cell["no_diff"] = "no reference video for this prompt"
@@ -222,13 +232,16 @@ def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | 
                         frames, ref_frames = video.decoded(), ref.decoded()
                         n = min(len(frames), len(ref_frames))
                         diff = np.abs(frames[:n].astype(np.int16) - ref_frames[:n].astype(np.int16))
-                        write_video(out / name, _even(np.clip(diff * DIFF_GAIN, 0, 255).astype(np.uint8)), fps=fps)
+                        write(name, np.clip(diff * DIFF_GAIN, 0, 255).astype(np.uint8))
                 used.update(Path(c).name for c in (cell["video"], cell["diff"]) if c and c.startswith(VIDEO_DIR))
                 cells.append(cell)
             grid[prompt] = cells
-    for stale in folder.glob("*.mp4"):
-        if stale.name not in used:
-            stale.unlink()
+    for stale in sorted(folder.glob("*.mp4")):
+        name = f"{VIDEO_DIR}/{stale.name}"
+        if stale.name not in used and name in owned:
+            files.remove(stale)
+            owned.discard(name)
+    record(out, owned)
     return grid
 
 

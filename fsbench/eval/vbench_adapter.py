@@ -76,8 +76,7 @@ def stage_videos(run: Run, prompts: Iterable[str], staging: Path) -> list[str]:
             damaged.append(str(exc))
     if damaged:
         raise FsbenchError(f"{len(damaged)} video(s) of {run.path} do not decode, first: {damaged[0]}")
-    if staging.exists():
-        shutil.rmtree(staging)
+    files.remove(staging)
     staging.mkdir(parents=True)
     for prompt in present:
         (staging / f"{prompt}{VIDEO_SUFFIX}").symlink_to(run.video(prompt).resolve())
@@ -278,7 +277,7 @@ def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str,
     env.pop("PYTHONPATH", None)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu[1]
-    with open(log_path, "w") as log:
+    with open(files.guard_file(log_path), "w") as log:
         process = subprocess.Popen([str(python), str(RUNNER), str(work / f"job{tag}.json")], stdout=subprocess.PIPE,
                                    stderr=log, text=True, env=env, cwd=work)
         for line in process.stdout or ():

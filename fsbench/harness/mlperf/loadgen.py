@@ -152,9 +152,9 @@ def run_test(generate: Callable[[int], str], total: int, opts: LoadgenOptions, l
             audit_config = str(staging / "audit.config")
             Path(audit_config).write_text(AUDIT_CONFIG, encoding="utf-8")
         summary = _run(lg, generate, total, settings, logs, on_sample, audit_config, concurrency)
-        log_dir.mkdir(parents=True, exist_ok=True)
+        files.guard(log_dir / "log").parent.mkdir(parents=True, exist_ok=True)
         for item in logs.iterdir():
-            os.replace(item, log_dir / item.name)
+            os.replace(item, files.guard(log_dir / item.name))
     return summary
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fsbench import mllog
+from fsbench.harness.mlperf import proof
 from fsbench.harness.run import made_with
 from fsbench.rundir import BENCHMARK
 
@@ -281,6 +282,10 @@ class _Checker:
                                 "regenerates damaged ones)")
         if videos.is_dir() and not (videos / "captions.txt").is_file():
             self.add(videos, "captions.txt is missing (expected by convention, not enforced)", "warning")
+        differ = proof.differences(folder)
+        if differ:
+            more = f" ({len(differ) - 1} more file(s) differ)" if len(differ) > 1 else ""
+            self.add(folder / differ[0][0], f"{differ[0][1]}{more}: package the tree again from its runs")
 
     def accuracy_txt(self, path: Path, strict: bool) -> None:
         if not path.is_file():

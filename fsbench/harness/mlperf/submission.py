@@ -7,6 +7,7 @@
         performance/run_1/mlperf_log_{summary,detail}.txt
         accuracy/mlperf_log_{summary,detail}.txt  mlperf_log_accuracy.json (truncated)  accuracy.txt (+hash=)
         accuracy/videos/<idx>.mp4 (the ten audit videos) + captions.txt
+        accuracy/made_with/<idx>.mp4.json  accuracy/fsbench.sha256 (the tree's proof: `harness.mlperf.proof`)
         TEST04/verify_performance.txt  TEST04/performance/run_1/mlperf_log_{summary,detail}.txt  (when run)
 
 The tree is built in a staging folder next to its destination and checked with every rule of
@@ -34,9 +35,11 @@ from fsbench.harness.mlperf import (
     compliance,
     evidence,
     official as official_checker,
+    proof,
     system as system_desc,
 )
 from fsbench.harness.mlperf.rules import SCENARIOS, Problem, check
+from fsbench.harness.run import made_with
 from fsbench.harness.run.dataset import LATENT_FILE, LATENT_GIT_BLOB
 from fsbench.rundir import BENCHMARK, VIDEOS, load_manifest, loadgen_dir, video_name
 
@@ -98,7 +101,7 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
     out = claim(Path(out), "submission")
     final = out / division / submitter
     _clean_stale_staging(out)
-    staging = Path(tempfile.mkdtemp(dir=files.staging_of(out), prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
+    staging = Path(tempfile.mkdtemp(dir=files.guard(files.staging_of(out)), prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
     try:
         tree = staging / division / submitter
         problems = _latent_problems(manifests) if division == "closed" else []
@@ -112,7 +115,7 @@ def assemble(runs: list[Path], out: Path, division: str, submitter: str, system:
             report.written = True
         return report
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        files.remove(staging)
 
 
 def _clean_stale_staging(out: Path) -> None:
@@ -121,7 +124,7 @@ def _clean_stale_staging(out: Path) -> None:
     for entry in files.staging_of(out).glob(f"{STAGING_PREFIX}*"):
         pid = entry.name[len(STAGING_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
+            files.remove(entry)
 
 
 def _alive(pid: int) -> bool:
@@ -255,11 +258,14 @@ def _accuracy(folder: Path, src: Sources, division: str, data: Path) -> list[Pro
             problems.append(Problem(where, f"audit video {idx}.mp4 needs {video}: the accuracy run did not "
                                            "generate it; rerun the accuracy pass over all 248 prompts"))
             continue
-        target = folder / "videos" / f"{idx}.mp4"
+        target = folder / proof.VIDEOS / f"{idx}.mp4"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(video, target)
+        (folder / proof.RECORDS).mkdir(exist_ok=True)
+        shutil.copyfile(made_with.sidecar(video), folder / proof.RECORDS / f"{target.name}.json")
         captions.append(f"{idx}.mp4\t{prompt}\n")
-    atomic_write_text(folder / "videos" / "captions.txt", "".join(captions))
+    atomic_write_text(folder / proof.VIDEOS / "captions.txt", "".join(captions))
+    proof.write(folder)
     return problems
 
 
@@ -272,14 +278,14 @@ def _copy_logs(source: Path, target: Path) -> None:
 
 def _replace(tree: Path, final: Path) -> None:
     """Swap the checked tree into place; an older submission of the same submitter is removed after the swap."""
-    final.parent.mkdir(parents=True, exist_ok=True)
+    files.guard(final).parent.mkdir(parents=True, exist_ok=True)
     old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    if os.path.lexists(final):
+        old = files.guard(final.with_name(f".{final.name}.old-{os.getpid()}"))
         os.replace(final, old)
     os.replace(tree, final)
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        files.remove(old)
 
 
 def _device_matches(desc: dict[str, Any], gpu: str | None, system_toml: Path | None) -> list[Problem]:

@@ -1,7 +1,8 @@
 """One writer per run folder: a job holds a lock on RUN/.lock (filelock's FileLock: flock, released by the kernel
 when the job dies) for as long as it writes there, all its ranks together (rank 0 takes it for every rank). A second
 job fails at once, naming the holder's PID, which the holder writes into the lock file. Holding the lock also makes
-it safe to empty the folder's staging place of what a killed job left there."""
+it safe to empty the folder's staging place of what a killed job left there, and the temporaries that fsbench
+versions before the staging place left beside a run's LoadGen logs."""
 from __future__ import annotations
 
 import contextlib
@@ -28,12 +29,16 @@ def hold(*folders: Path, kind: str = "run") -> Iterator[None]:
             stack.enter_context(_lock(folder, kind))
         for folder in folders:
             files.clean_staging(folder)
+            if kind == "run":
+                for where in ("", "performance/", "TEST04/performance/"):
+                    for left in folder.glob(f"*/{rundir.BENCHMARK}/*/{where}{files.TEMP_PREFIX}*"):
+                        files.remove(left)
         yield
 
 
 @contextlib.contextmanager
 def _lock(folder: Path, kind: str) -> Iterator[None]:
-    path = folder / rundir.LOCK
+    path = files.guard_file(folder / rundir.LOCK)
     held = filelock.FileLock(path, timeout=0, on_acquired=_write_pid)
     try:
         held.acquire()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from fsbench import files
 from fsbench.rundir import LOG
 
 LOGGER = logging.getLogger("fsbench")
@@ -164,4 +165,4 @@ def attach(run: Path, name: str = LOG, every_run: bool = False) -> None:
     except OSError:
         return
     ctx = click.get_current_context()
-    ctx.with_resource(_run_log(run / name, ctx.meta.get(EARLY), every_run))
+    ctx.with_resource(_run_log(files.guard_file(run / name), ctx.meta.get(EARLY), every_run))

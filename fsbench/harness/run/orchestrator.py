@@ -207,7 +207,7 @@ class VideoGenerator:
                     artifacts.record(path, self.made_with, expected,
                                      self.router.kernels_used if self.router is not None else {})
                 except BaseException:  # a video without its record is one no resume trusts: it goes with the error
-                    path.unlink(missing_ok=True)
+                    files.remove(path)
                     raise
         if self.router is not None and self.router.capture is not None:
             self.router.capture.flush()
@@ -271,7 +271,7 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     capture_dir = rundir.capture_dir(run, opts.scenario, opts.mode)
     if job.capture_qkv is not None:
         capture = Capture(capture_dir, save_qkv=job.capture_qkv)
-        (capture_dir / "calls.jsonl").unlink(missing_ok=True)
+        files.remove(capture_dir / "calls.jsonl")
     router = team.router(spec.schedule, impl=job.impl, capture=capture, bf16_impl=job.speed.bf16_impl)
     router.install(pipe)
     profiler = Profiler(pipe.device) if job.profile else None

@@ -24,7 +24,7 @@ _SAME_RUN_KEYS = {"model": None, "settings": None, "schedule": "spec", "prompts"
 def open_run(run: Path, header: Manifest) -> Manifest:
     """Create or reopen `run` for a run described by `header`; refuses a directory holding other settings."""
     try:
-        probe = files.staging_of(run) / f"write-probe-{os.getpid()}"
+        probe = files.guard(files.staging_of(run) / f"{files.TEMP_PREFIX}probe-{os.getpid()}")
         probe.parent.mkdir(parents=True, exist_ok=True)
         probe.write_text("")
         probe.unlink()

@@ -92,7 +92,7 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
                         "validation": _write_prompts(req.out / "prompts" / "validation.txt", valid_texts)}
         for stale in ("candidates", "chosen", "verdict", "report"):  # this tune's own, written at its end
             manifest.pop(stale, None)
-        (req.out / CHOSEN).unlink(missing_ok=True)
+        files.remove(req.out / CHOSEN)
         manifest.update(identity, budgets=[str(b) for b in req.budgets], granularity=req.granularity,
                         candidates_wanted=req.candidates, git_commit=writer.git_commit(), versions=writer.versions(),
                         prompt_files={k: str(p.relative_to(req.out)) for k, p in prompt_files.items()})
@@ -167,7 +167,7 @@ def _choose(req: Request, manifest: dict[str, Any], candidates: list[search.Cand
         manifest["verdict"] = (f"{best['name']} meets {', '.join(manifest['budgets'])}: predicted attention "
                                f"{best['predicted_attention_ms']:.4g} ms per query; schedule {target}")
         return
-    target.unlink(missing_ok=True)
+    files.remove(target)
     closest = max(rows, key=lambda r: r["budget_margin"]) if rows else None
     manifest["chosen"] = None
     manifest["verdict"] = (f"no low-precision schedule meets {', '.join(manifest['budgets'])} on the validation "
