@@ -105,9 +105,11 @@ def _open(browser, page: Path, timeout: float = 30.0) -> int:
 
 
 def _wait_playable(browser, timeout: float = 30.0) -> int:
+    """Wait until every video that holds a source can play on (readyState >= 3), or played before and is seeking now
+    (as a looping video does at its end); returns how many."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        states = browser.execute_script(f"return {SHOWN}.map(v => v.readyState)")
+        states = browser.execute_script(f"return {SHOWN}.map(v => v.seeking && v.played.length ? 3 : v.readyState)")
         if states and min(states) >= 3:
             return len(states)
         time.sleep(0.2)
@@ -295,17 +297,17 @@ def _clock_moves(browser, within: float = 1.5) -> list[str]:
 
 def _in_step(browser, samples: int = 10) -> list[float]:
     """The spread of the videos that hold a source, sampled while they play: within a frame in most samples and three
-    in all (on a loaded machine a video may lag at the loop point before the clock corrects it), and playing in most
-    samples (the clock waits a moment for a video on screen that seeks)."""
-    spreads, playing = [], 0
+    in all (on a loaded machine a video may lag at the loop point before the clock corrects it), and moving on
+    between most samples (the clock waits a moment for a video on screen that seeks, as at the loop point)."""
+    spreads, positions = [], set()
     for _ in range(samples):
-        times, duration, paused = _times(browser)
+        times, duration, _ = _times(browser)
         spreads.append(_spread(times, duration))
-        playing += not any(paused)
+        positions.add(round(times[0], 3))
         time.sleep(0.1)
     print(f"spread of {len(times)} videos (s): " + " ".join(f"{s:.3f}" for s in spreads))
     assert max(spreads) <= 3 / FPS and sorted(spreads)[samples // 2] <= 1 / FPS, spreads
-    assert playing >= samples // 2, f"playing in {playing} of {samples} samples"
+    assert len(positions) > samples // 2, f"{len(positions)} positions in {samples} samples"
     return spreads
 
 
@@ -316,12 +318,15 @@ def test_at_248_by_5_only_the_rows_on_screen_hold_videos_and_they_play_in_step(b
     assert 0 < shown["videos"] == shown["sourced"] <= 15 * len(BIG), shown
     assert shown["heldOffScreen"] == 0 and shown["onScreenWithout"] == 0, shown
     _in_step(browser)
-    rate = browser.execute_async_script(
-        "const done = arguments[0]; let frames = 0; const start = performance.now();"
+    rate, longest = browser.execute_async_script(
+        "const done = arguments[0]; let frames = 0, longest = 0; const start = performance.now();"
+        "const tasks = new PerformanceObserver((list) => { for (const t of list.getEntries())"
+        "  longest = Math.max(longest, t.duration); }); tasks.observe({type: 'longtask'});"
         "const count = () => { frames++; if (performance.now() - start < 2000) requestAnimationFrame(count);"
-        "  else done(frames / (performance.now() - start) * 1000); }; requestAnimationFrame(count);")
-    print(f"frames a second while playing: {rate:.1f}")
-    assert rate >= 20
+        "  else { tasks.disconnect(); done([frames / (performance.now() - start) * 1000, longest]); } };"
+        "requestAnimationFrame(count);")
+    print(f"while playing: {rate:.1f} frames a second, longest task {longest:.0f} ms")
+    assert rate >= 20 and longest < 500
 
     # scrolled to the middle: the rows above gave their sources up, the rows now on screen took theirs
     browser.execute_script("window.scrollTo(0, document.querySelector('#grid').offsetTop"
@@ -343,32 +348,39 @@ def test_at_248_by_5_only_the_rows_on_screen_hold_videos_and_they_play_in_step(b
 
 
 def test_at_248_by_5_sort_and_search_take_under_200_ms_and_the_counter_counts_matches(browser, big_page):
+    """Each step three times over (the median is what is held to 200 ms: one sample on a busy 2-core machine may
+    wait for the CPU), with what it shows checked every time."""
     _big(browser, big_page)
     psnr = {}
     for schedule in BIG[1:]:
         with open(big_page.parents[1] / schedule / "eval" / "fidelity.csv") as f:
             for row in csv.DictReader(f):
                 psnr[row["prompt"]] = min(psnr.get(row["prompt"], float("inf")), float(row["psnr"]))
-    took = {"sort": browser.execute_async_script(TIMED, "sort", "psnr")}
-    assert browser.execute_script(ROWS) == sorted(psnr, key=lambda p: (psnr[p], p))
-    assert len(set(_clock_moves(browser))) >= 5  # the clock runs on after a sort
-    took["search"] = browser.execute_async_script(TIMED, "search", "fox")
-    foxes = [p for p in sorted(psnr, key=lambda p: (psnr[p], p)) if p.endswith("fox")]
-    assert browser.execute_script(ROWS) == foxes and len(foxes) == PROMPT_COUNT // len(WORDS)
-    assert _state(browser)["count"] == f"1–62 of 62 matching prompts ({PROMPT_COUNT} in all)"
-    took["back to 24 rows"] = browser.execute_async_script(TIMED, "page-size", "24")
-    assert browser.execute_script(ROWS) == foxes[:24]
-    assert _state(browser)["count"] == f"1–24 of 62 matching prompts ({PROMPT_COUNT} in all)"
-    browser.find_element("id", "next").click()
-    assert browser.execute_script(ROWS) == foxes[24:48]
-    assert _state(browser)["count"] == f"25–48 of 62 matching prompts ({PROMPT_COUNT} in all)"
-    took["clear search"] = browser.execute_async_script(TIMED, "search", "")
-    assert _state(browser)["count"] == f"1–24 of {PROMPT_COUNT} matching prompts ({PROMPT_COUNT} in all)"
-    took["all rows"] = browser.execute_async_script(TIMED, "page-size", "0")
-    took["sort by order"] = browser.execute_async_script(TIMED, "sort", "order")
-    assert browser.execute_script(ROWS) == sorted(psnr)
-    print("ms:", {k: round(v, 1) for k, v in took.items()})
-    assert all(ms < 200 for ms in took.values()), took
+    worst_first = sorted(psnr, key=lambda p: (psnr[p], p))
+    foxes = [p for p in worst_first if p.endswith("fox")]
+    assert len(foxes) == PROMPT_COUNT // len(WORDS) == 62
+    took: dict[str, list[float]] = {}
+
+    def step(name: str, control: str, value: str, rows: list[str], count: str) -> None:
+        took.setdefault(name, []).append(browser.execute_async_script(TIMED, control, value))
+        assert browser.execute_script(ROWS) == rows and _state(browser)["count"] == count, name
+
+    for round_ in range(3):
+        step("sort, all rows", "sort", "psnr", worst_first, f"1–248 of 248 matching prompts ({PROMPT_COUNT} in all)")
+        if round_ == 0:
+            assert len(set(_clock_moves(browser))) >= 5  # the clock runs on after a sort
+        step("search", "search", "fox", foxes, f"1–62 of 62 matching prompts ({PROMPT_COUNT} in all)")
+        step("back to 24 rows", "page-size", "24", foxes[:24], f"1–24 of 62 matching prompts ({PROMPT_COUNT} in all)")
+        browser.find_element("id", "next").click()
+        assert browser.execute_script(ROWS) == foxes[24:48]
+        assert _state(browser)["count"] == f"25–48 of 62 matching prompts ({PROMPT_COUNT} in all)"
+        step("clear the search", "search", "", worst_first[:24],
+             f"1–24 of {PROMPT_COUNT} matching prompts ({PROMPT_COUNT} in all)")
+        step("all rows", "page-size", "0", worst_first, f"1–248 of 248 matching prompts ({PROMPT_COUNT} in all)")
+        step("sort back, all rows", "sort", "order", sorted(psnr),
+             f"1–248 of 248 matching prompts ({PROMPT_COUNT} in all)")
+    print("ms:", {k: [round(v) for v in vs] for k, vs in took.items()})
+    assert all(sorted(vs)[1] < 200 for vs in took.values()), took
     assert len(set(_clock_moves(browser))) >= 5
     assert _state(browser)["errors"] == []
 

@@ -13,13 +13,14 @@
   const SEEK_BEYOND = frame;
   // rows this far outside the window already get their sources, so a video is ready when it scrolls in
   const MARGIN = "150px 0px";
-  const state = { playing: true, view: "video", page: 0, shown: [], duration: 0,
+  const state = { playing: true, view: "video", page: 0, shown: [], duration: 0, waited: false,
     lastFix: new WeakMap() };
   const clock = { at: 0, since: performance.now() };  // seconds at `since`; runs on from there while playing
   const live = new Set();  // the videos that hold a source: those of rows on (or near) the screen
   const number = (v) => (v === "inf" ? Infinity : v === "-inf" ? -Infinity : typeof v === "number" ? v : null);
   const fmt = (v, digits) => (v === null ? "–" : Number.isFinite(v) ? v.toFixed(digits) : "inf");
   if (data.frame) document.documentElement.style.setProperty("--aspect", `${data.frame[0]} / ${data.frame[1]}`);
+  $("grid").style.setProperty("--columns", data.columns.length);
 
   function worst(prompt, metric) {
     const values = Object.values(prompt.metrics).map((m) => number(m[metric.key])).filter((v) => v !== null);
@@ -183,7 +184,8 @@
     // that ran on while it caught up; off-screen videos hold no source, and a broken one has an error, so neither
     // ever makes it wait
     const waiting = state.playing && [...live].some((v) => !v.error && (v.seeking || v.readyState < 2));
-    if (waiting) setClock(clock.at);
+    if (waiting) setClock(state.waited ? clock.at : clockTime());  // frozen where it stood when the wait began
+    state.waited = waiting;
     let t = clockTime();
     if (end > 0 && t >= end) {
       if ($("loop").checked) {
