@@ -16,6 +16,8 @@
   const state = { playing: true, view: "video", page: 0, shown: [], duration: 0, waited: false,
     lastFix: new WeakMap() };
   const clock = { at: 0, since: performance.now() };  // seconds at `since`; runs on from there while playing
+  const whenIdle = (task) => (window.requestIdleCallback ? requestIdleCallback(task, { timeout: 1000 })
+    : setTimeout(task, 200));  // Safari has no requestIdleCallback
   const live = new Set();  // the videos that hold a source: those of rows on (or near) the screen
   const number = (v) => (v === "inf" ? Infinity : v === "-inf" ? -Infinity : typeof v === "number" ? v : null);
   const fmt = (v, digits) => (v === null ? "–" : Number.isFinite(v) ? v.toFixed(digits) : "inf");
@@ -130,10 +132,10 @@
     slot.video = null;
     live.delete(video);
     video.remove();
-    requestIdleCallback(() => {
+    whenIdle(() => {
       video.removeAttribute("src");
       video.load();
-    }, { timeout: 1000 });
+    });
   }
 
   function setOnScreen(prompt, on) {
