@@ -37,6 +37,9 @@ class DiskFull(FsbenchError):
                          "work is kept)")
         self.path = path
 
+    def __reduce__(self) -> tuple[type, tuple[Path]]:  # raised in a worker process, it crosses back whole
+        return DiskFull, (self.path,)
+
 
 def staging_of(folder: Path) -> Path:
     """The staging place of an owned folder."""

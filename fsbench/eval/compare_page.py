@@ -3,14 +3,14 @@
 The page holds the comparison table (the cells and footnotes of `report`, so the page and compare.md never
 disagree), a Pareto plot and the per-prompt spread of PSNR and LPIPS (matplotlib SVGs), a grid of every prompt
 through every schedule that plays in sync with a per-frame difference view against the reference, and the runs'
-provenance. Page copies of the videos are re-encoded as H.264 yuv420p with even sides (what browsers decode; the
-runs' own files may be lossless RGB H.264, which they do not); the difference videos are always computed here,
-as |frame - reference frame| x DIFF_GAIN, because a canvas cannot be read back from videos opened from file://.
+provenance. Page copies of the videos are H.264 yuv420p with even sides (what browsers decode): the runs' own bytes
+where they are that already, else a re-encode (the runs' files may be lossless RGB H.264, which browsers do not
+play). The difference videos are always computed here, as |frame - reference frame| x DIFF_GAIN, because a canvas
+cannot be read back from videos opened from file://; the page's script decodes only the videos on screen.
 """
 from __future__ import annotations
 
 import csv
-import hashlib
 import html
 import json
 import math
@@ -20,19 +20,16 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from tqdm import tqdm
 
 from fsbench import files
 from fsbench.eval import report, store
+from fsbench.eval.page_videos import DIFF_GAIN, page_videos
 from fsbench.eval.runs import Run
-from fsbench.eval.video_io import VideoError, read_frames, write_video
 from fsbench.folders import claim, record, recorded
 
-DIFF_GAIN = 8
 # (key, label, True where higher is better) for the per-prompt metrics the grid sorts by
 PROMPT_METRICS = (("lpips", "LPIPS", False), ("psnr", "PSNR (dB)", True), ("ssim", "SSIM", True))
-VIDEO_DIR = "videos"
-PAGE_FILES = ("index.html", "pareto.svg", "prompt_spread.svg")  # beside VIDEO_DIR/: all a page folder holds
+PAGE_FILES = ("index.html", "pareto.svg", "prompt_spread.svg")  # beside videos/: all a page folder holds
 
 
 def write_page(run_paths: list[Path], out: Path, link: bool = False, progress: bool = True) -> Path:
@@ -46,9 +43,11 @@ def write_page(run_paths: list[Path], out: Path, link: bool = False, progress: b
                                                                         None)
     prompts = list(dict.fromkeys(p for run in runs for p in run.prompts()))
     per_prompt = {row.label: _prompt_metrics(row) for row in rows}
-    grid = _videos(rows, prompts, reference, out, link, progress)
+    sources = {prompt: [row.run.video(prompt) for row in rows] for prompt in prompts}
+    grid = page_videos(sources, rows.index(reference) if reference else None, out, _fps(runs), link, progress)
     data = {
         "fps": _fps(runs),
+        "frame": _frame(runs),
         "gain": DIFF_GAIN,
         "reference": reference.label if reference else None,
         "columns": [{"label": r.label, "reference": r is reference} for r in rows],
@@ -83,6 +82,15 @@ def _template(name: str) -> str:
 def _fps(runs: list[Run]) -> int:
     rates = [fps for r in runs if isinstance(fps := r.settings.get("fps"), (int, float))]
     return int(rates[0]) if rates else 16
+
+
+def _frame(runs: list[Run]) -> list[int] | None:
+    """Width and height of the runs' frames, so the page sizes each video's box before its video loads."""
+    for run in runs:
+        width, height = run.settings.get("width"), run.settings.get("height")
+        if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+            return [width, height]
+    return None
 
 
 def table_html(rows: list[report.Row]) -> str:
@@ -175,111 +183,6 @@ def _prompt_metrics(row: report.Row) -> dict[str, dict]:
     with path.open(newline="") as f:
         return {r["prompt"]: {k: store.number(r.get(k)) for k, _, _ in PROMPT_METRICS}
                 for r in csv.DictReader(f) if r.get("status") == "ok"}
-
-
-def _videos(rows: list[report.Row], prompts: list[str], reference: report.Row | None, out: Path,
-            link: bool, progress: bool) -> dict[str, list[dict]]:
-    """For each prompt, one cell per row: the page's video URL and its difference video's URL (or why none).
-
-    Page files are named by what they are made of (the source video's bytes, the reference's, the frame rate), so
-    a second compare into the same folder re-encodes nothing it already has, cells with identical videos share one
-    file, and files no cell uses any longer are removed: only those the folder's record names (`folders.record`),
-    each recorded before it is written, so a file fsbench did not write is never taken for an old page video."""
-    folder = files.guard(out / VIDEO_DIR)
-    folder.mkdir(exist_ok=True)
-    owned = recorded(out)
-    fps = _fps([r.run for r in rows])
-
-    def write(name: str, frames: np.ndarray) -> None:
-        owned.add(name)
-        record(out, owned)
-        write_video(out / name, _even(frames), fps=fps)
-
-    digests: dict[Path, str] = {}
-    used: set[str] = set()
-    grid = {}
-    with tqdm(total=len(prompts) * len(rows), desc="page videos", unit="video", disable=None if progress else True,
-              leave=False) as bar:
-        for prompt in prompts:
-            ref_video = reference.run.video(prompt) if reference else None
-            ref = _Video(ref_video, fps, digests) if ref_video and ref_video.is_file() else None
-            cells = []
-            for row in rows:
-                bar.update()
-                source = row.run.video(prompt)
-                video = _Video(source, fps, digests) if source.is_file() else None
-                copy = f"{VIDEO_DIR}/{video.key}.mp4" if video else ""
-                if video is None or not video.decodes(out / copy):
-                    why = "the video does not decode: regenerate it" if source.is_file() else "no video in this run"
-                    cells.append({"video": None, "diff": None, "missing": why})
-                    continue
-                cell: dict[str, str | None]
-                if link:
-                    cell = {"video": report.relative_to(source, out), "diff": None}
-                else:
-                    cell = {"video": copy, "diff": None}
-                    if not (out / copy).is_file():
-                        write(copy, video.decoded())
-                name = f"{VIDEO_DIR}/{video.key}-{ref.key}-x{DIFF_GAIN}-diff.mp4" if ref else ""
-                if ref is None or not ref.decodes(out / f"{VIDEO_DIR}/{ref.key}.mp4"):
-                    cell["no_diff"] = "no reference video for this prompt"
-                elif not (out / name).is_file() and ref.decoded().shape[1:] != video.decoded().shape[1:]:
-                    height, width = video.decoded().shape[1:3]
-                    cell["no_diff"] = f"frame size differs from the reference ({width}x{height})"
-                else:
-                    cell["diff"] = name
-                    if not (out / name).is_file():
-                        frames, ref_frames = video.decoded(), ref.decoded()
-                        n = min(len(frames), len(ref_frames))
-                        diff = np.abs(frames[:n].astype(np.int16) - ref_frames[:n].astype(np.int16))
-                        write(name, np.clip(diff * DIFF_GAIN, 0, 255).astype(np.uint8))
-                used.update(Path(c).name for c in (cell["video"], cell["diff"]) if c and c.startswith(VIDEO_DIR))
-                cells.append(cell)
-            grid[prompt] = cells
-    for stale in sorted(folder.glob("*.mp4")):
-        name = f"{VIDEO_DIR}/{stale.name}"
-        if stale.name not in used and name in owned:
-            files.remove(stale)
-            owned.discard(name)
-    record(out, owned)
-    return grid
-
-
-class _Video:
-    """A run's video as the page uses it: a key from its bytes and the page's frame rate, frames read once."""
-
-    def __init__(self, path: Path, fps: int, digests: dict[Path, str]):
-        self.path = path
-        if path not in digests:
-            digest = hashlib.sha256(f"fps={fps};".encode())
-            with path.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-            digests[path] = digest.hexdigest()[:20]
-        self.key = digests[path]
-        self._frames: np.ndarray | None = None
-        self._undecodable = False
-
-    def decodes(self, copy: Path) -> bool:
-        """Whether the video decodes; a page copy made from these bytes before says so without decoding again."""
-        if self._frames is None and not self._undecodable and not copy.is_file():
-            try:
-                self._frames = read_frames(self.path)[0]
-            except VideoError:
-                self._undecodable = True
-        return not self._undecodable
-
-    def decoded(self) -> np.ndarray:
-        """Every frame (read once); call after `decodes` said yes."""
-        if self._frames is None:
-            self._frames = read_frames(self.path)[0]
-        return self._frames
-
-
-def _even(frames: np.ndarray) -> np.ndarray:
-    """Pad to even height and width (yuv420p halves both) by repeating the last row / column."""
-    pad_h, pad_w = frames.shape[1] % 2, frames.shape[2] % 2
-    return np.pad(frames, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_h or pad_w else frames
 
 
 def plot_pareto(rows: list[report.Row], path: Path) -> Path:

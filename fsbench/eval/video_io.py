@@ -12,6 +12,7 @@ from typing import Any
 
 import imageio
 import imageio.v3 as iio
+import imageio_ffmpeg
 import numpy as np
 
 from fsbench import files
@@ -51,6 +52,22 @@ def read_frames(path: str | os.PathLike, step: int = 1) -> tuple[np.ndarray, int
     if not kept:
         raise VideoError(f"{path} holds no video frames: regenerate it (a resumed run does)")
     return np.stack(kept), total
+
+
+def read_video(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any]]:
+    """Every frame as uint8 (n, H, W, 3) and what ffmpeg says of the stream (codec, pix_fmt, size, fps), from one
+    decode; VideoError names a file that does not decode or holds no frames."""
+    try:
+        reader = imageio_ffmpeg.read_frames(str(path))
+        meta = next(reader)
+        width, height = meta["size"]
+        frames = [np.frombuffer(f, np.uint8).reshape(height, width, 3) for f in reader]
+    except Exception as exc:  # noqa: BLE001 - ffmpeg reports a damaged file in many ways
+        raise VideoError(f"{path} does not decode ({type(exc).__name__}: {' '.join(str(exc).split())[:120]}): "
+                         "regenerate it (a resumed run does)") from exc
+    if not frames:
+        raise VideoError(f"{path} holds no video frames: regenerate it (a resumed run does)")
+    return np.stack(frames), meta
 
 
 def read_frame(path: str | os.PathLike, index: int) -> np.ndarray:
