@@ -65,6 +65,13 @@ class Run:
     def video(self, prompt: str) -> Path:
         return self.videos_dir / rundir.video_name(prompt)
 
+    def kept_frames(self, prompt: str) -> Path:
+        """The losslessly kept frames of `prompt`'s video (`rundir.kept_frames`); a run from before may have none."""
+        return rundir.kept_frames(self.path, prompt)
+
+    def kept_frames_sha256(self, prompt: str) -> str | None:
+        return _sha256_of(self.kept_frames(prompt))
+
     def videos_present(self) -> list[str]:
         """Prompts with a finished video (temp files of an interrupted write start with a dot and are skipped)."""
         if not self.videos_dir.is_dir():
@@ -103,11 +110,7 @@ class Run:
 
     def video_sha256(self, prompt: str) -> str | None:
         """The sha256 of `prompt`'s video (None when there is none): what a cached score is keyed to."""
-        video = self.video(prompt)
-        if not video.is_file():
-            return None
-        stat = video.stat()
-        return _file_sha256(str(video), stat.st_size, stat.st_mtime_ns)
+        return _sha256_of(self.video(prompt))
 
     def videos_digest(self, prompts: list[str]) -> str:
         """One digest of the videos of `prompts` (and of which are missing): scores record it, compare checks it."""
@@ -135,6 +138,13 @@ class Run:
         if found is None:
             found = _from_loadgen_logs(self.path, scenario)
         return found or Performance()
+
+
+def _sha256_of(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=4096)
