@@ -94,6 +94,7 @@ class Summary(TypedDict, total=False):
     early_stopping_latency_ns: int  # SingleStream
     samples_per_second: float
     query_count: int
+    query_latencies_ns: list[int]  # SingleStream performance: each query's, as the SUT timed it (the intervals)
     samples: int
     wall_s: float
     overrides: dict[str, float | int]  # the LoadGen overrides given: count, time_s, target_latency_ms, target_qps

@@ -23,6 +23,8 @@ class Performance:
     valid: bool | None = None
     joules_per_video: float | None = None
     energy_note: str | None = None  # why there is no energy figure
+    query_count: int | None = None
+    query_latencies_s: tuple[float, ...] = ()  # each query's, as the SUT timed it (runs from before have none)
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,11 @@ def _from_manifest(manifest: Mapping[str, Any], scenario: str) -> Performance | 
         valid = valid.upper() == "VALID"
     if p50 is None and p90 is None and sps is None:
         return None
-    return Performance(_ns_to_s(p50), _ns_to_s(p90), sps, valid, *_energy(entry))
+    count = _first(entry, "query_count", "result_query_count")
+    latencies = entry.get("query_latencies_ns")
+    per_query = tuple(v / 1e9 for v in latencies if isinstance(v, (int, float))) if isinstance(latencies, list) else ()
+    return Performance(_ns_to_s(p50), _ns_to_s(p90), sps, valid, *_energy(entry),
+                       query_count=None if count is None else int(count), query_latencies_s=per_query)
 
 
 def _energy(entry: dict) -> tuple[float | None, str | None]:
