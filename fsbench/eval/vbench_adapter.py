@@ -31,6 +31,32 @@ DIMENSIONS = ("subject_consistency", "background_consistency", "motion_smoothnes
 MLPERF_REFERENCE_SCORE = 70.48
 PASS_MARK = 69.7752  # 0.99 x 70.48, the checker's threshold
 RUNNER = Path(__file__).resolve().with_name("vbench_runner.py")
+# MLPerf's reference pins VBench as a submodule at Vchitect/VBench 07bc8a4b, whose setup.py says this version
+PINNED_VERSION = "0.1.5"
+PROBE_SECONDS = 300  # `import vbench` loads torch and its models' code: slow on a cold disk, never minutes more
+
+
+def _environment() -> dict[str, str]:
+    """What the VBench process sees: offline, no user site, not this environment's PYTHONPATH."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def vbench_version(python: Path) -> str:
+    """The vbench version `python` imports, as the runner would import it; FsbenchError naming the failure (and
+    the command that rebuilds the environment) when `import vbench` fails there."""
+    code = "import importlib.metadata as m, vbench; print(m.version('vbench'))"
+    fix = "rebuild it with scripts/setup_vbench_env.sh, or point FSBENCH_VBENCH_PYTHON at a working one"
+    try:
+        done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=PROBE_SECONDS,
+                              env=_environment(), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FsbenchError(f"{python} cannot run `import vbench` ({type(exc).__name__}): {fix}") from exc
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise FsbenchError(f"`import vbench` fails in {python} ({tail[:160]}): {fix}")
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "unknown"
 
 
 def vbench_python() -> Path:
@@ -274,8 +300,7 @@ def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str,
            "dimensions": dimensions, "device": device, "results_dir": str(work / "raw")}
     store.write_json(work / f"job{tag}.json", job)
     log_path = work / f"vbench{tag}.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
-    env.pop("PYTHONPATH", None)
+    env = _environment()
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu[1]
     with open(log_path, "w") as log:

@@ -159,15 +159,29 @@ def _vbench_data() -> Path:
     return folder
 
 
+def _vbench_environment() -> str:
+    """The VBench interpreter eval would use, with the vbench version it imports; FsbenchError unless that is the
+    version MLPerf's reference pins (a score of another VBench is not the benchmark's)."""
+    from fsbench.eval import vbench_adapter
+
+    python = vbench_adapter.vbench_python()
+    version = vbench_adapter.vbench_version(python)
+    if version != vbench_adapter.PINNED_VERSION:
+        raise FsbenchError(f"{python} imports vbench {version}, not the {vbench_adapter.PINNED_VERSION} MLPerf's "
+                           "reference pins: rebuild it with scripts/setup_vbench_env.sh")
+    return f"{python} (vbench {version}, as MLPerf pins)"
+
+
 def _evaluation() -> list[Check]:
-    from fsbench.eval import vbench_adapter, weights
+    from fsbench.eval import weights
 
     checks = []
-    for name, probe in (("VBench environment", vbench_adapter.vbench_python), ("VBench data", _vbench_data)):
+    for name, probe in (("VBench environment", _vbench_environment), ("VBench data", _vbench_data)):
         try:
             checks.append(Check(name, True, str(probe()), needed_by=("eval", "submission")))
         except FsbenchError as exc:
-            checks.append(Check(name, False, "not found", str(exc), ("eval", "submission")))
+            checks.append(Check(name, False, "not found" if name == "VBench data" else "not usable", str(exc),
+                                ("eval", "submission")))
     files = weights.lpips_weights() + [w for group in weights.vbench_weights().values() for w in group]
     missing = weights.missing(files)
     checks.append(Check("eval weights", not missing, f"{len(files) - len(missing)} of {len(files)} files present"
