@@ -173,3 +173,19 @@ def test_the_shipped_plans_are_valid(tmp_path):
     mlperf = plans.load(ROOT / "scenarios" / "campaigns" / "mlperf-a14b.toml")
     assert [o.scenario for o in mlperf.performance] == ["SingleStream", "Offline"]
     assert "vbench" in mlperf.metrics and len(mlperf.schedules) == 5
+
+
+def test_a_campaign_without_lpips_weights_stops_before_its_first_video(tmp_path):
+    out = tmp_path / "out"
+    (tmp_path / "small.toml").write_text(SMALL)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(out=out).replace('metrics = ["psnr", "ssim"]', 'metrics = ["psnr", "lpips"]'))
+    env = {"TORCH_HOME": str(tmp_path / "torch_home")}  # no AlexNet weights there
+    alexnet = str(tmp_path / "torch_home" / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth")
+    dry = CliRunner().invoke(main, ["campaign", str(plan), "--dry-run"], env=env)
+    assert dry.exit_code == 2 and "[3/6] Offline accuracy [bf16]: to run" in dry.stdout
+    assert dry.stderr.count("\n") == 1 and alexnet in dry.stderr
+    assert "python scripts/fetch_eval_weights.py" in dry.stderr
+    result = CliRunner().invoke(main, ["campaign", str(plan)], env=env)
+    assert result.exit_code == 2 and result.stderr == dry.stderr
+    assert "nothing was generated" in result.stderr and not list(out.glob("*/videos/*.mp4"))

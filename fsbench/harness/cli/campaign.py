@@ -8,7 +8,7 @@ import click
 
 from fsbench.folders import refuse_foreign
 from fsbench.harness.cli import evaluate, params
-from fsbench.harness.run import lock, plan as plans
+from fsbench.harness.run import lock, plan as plans, preflight
 
 
 @click.command()
@@ -31,6 +31,8 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
         steps = work.pending()
         for number, (stage, why) in enumerate(steps, start=1):
             click.echo(f"[{number}/{len(steps)}] {stage.title}: {'to run' if why is None else f'skipped, {why}'}")
+    preflight.refuse_unscorable(work.metrics_to_score(), f"campaign {plan_file}")  # before the first video
+    if dry_run:
         return
     ctx = click.get_current_context()
 

@@ -120,6 +120,11 @@ class Campaign:
             found.append((stage, why))
         return found
 
+    def metrics_to_score(self) -> tuple[str, ...]:
+        """The metrics of the eval stages still to run (what must be scorable here before any video is made)."""
+        pending = [self._metrics(stage.index) for stage, why in self.pending() if stage.kind == "eval" and why is None]
+        return tuple(m for m in rundir.EVAL_METRICS if any(m in chosen for chosen in pending))
+
     def execute(self, evaluate: Evaluate, compare: Compare) -> None:
         """Run the pending stages in order under one plan bar; `evaluate` and `compare` are the CLI's commands.
         Every generation stage to run goes to the orchestrator at once, so the pipeline loads once."""

@@ -191,6 +191,46 @@ def _evaluation() -> list[Check]:
     return checks
 
 
+def metric_problems(metrics: tuple[str, ...] | list[str]) -> list[Check]:
+    """What scoring `metrics` (psnr, ssim, lpips, vbench) needs and this machine lacks, each with its fix: the
+    weights, the VBench environment and data. A campaign, sweep or tune asks before its first video, not after."""
+    from fsbench.eval import weights
+
+    problems = []
+    if {"psnr", "ssim", "lpips"} & set(metrics) and importlib.util.find_spec("skimage") is None:
+        problems.append(Check("scikit-image", False, "not installed", "pip install -e '.[eval]'"))
+    if "lpips" in metrics:
+        missing = weights.missing(weights.lpips_weights())
+        if importlib.util.find_spec("lpips") is None:
+            problems.append(Check("lpips", False, "not installed", "pip install -e '.[eval]'"))
+        if missing:
+            problems.append(Check("LPIPS weights", False, ", ".join(str(w.path) for w in missing) + " missing",
+                                  "python scripts/fetch_eval_weights.py on a connected machine, then copy the files "
+                                  "to the same paths here"))
+    if "vbench" in metrics:
+        for name, probe in (("VBench environment", _vbench_environment), ("VBench data", _vbench_data)):
+            try:
+                probe()
+            except FsbenchError as exc:  # its message names the fix
+                problems.append(Check(name, False, str(exc)))
+        missing = weights.missing([w for group in weights.vbench_weights().values() for w in group])
+        if missing:
+            problems.append(Check("VBench weights", False, f"{len(missing)} file(s) missing, first {missing[0].path}",
+                                  "python scripts/fetch_eval_weights.py on a connected machine, then copy the files "
+                                  "to the same paths here"))
+    return problems
+
+
+def refuse_unscorable(metrics: tuple[str, ...] | list[str], what: str) -> None:
+    """FsbenchError in one line naming everything `metrics` lack here and the command that fixes each, so `what`
+    (a campaign, a tune) stops before its first video instead of after its last."""
+    problems = metric_problems(metrics)
+    if problems:
+        raise FsbenchError(f"{what} cannot score {','.join(metrics)} on this machine; nothing was generated: "
+                           + "; ".join(f"{p.name}: {p.found}" + (f" (fix: {p.fix})" if p.fix else "")
+                                       for p in problems))
+
+
 def diagnose(model: str, preset: str = "mlperf", prompts_file: Path | None = None,
              latent_file: Path | None = None) -> list[Check]:
     """Every check, in the order a run meets them; the run's inputs are those `fsbench run` would read with the same
