@@ -79,7 +79,9 @@ def killed_and_rerun(tmp_path_factory):
 def test_a_killed_campaign_resumes_without_regenerating_a_video(killed_and_rerun):
     folder, out, before = killed_and_rerun
     assert len(before) == 4  # both schedules' videos were made by their performance runs before the kill
-    assert _videos(out) == before
+    # bf16's accuracy pass finished before the kill: its videos (made again, to keep their frames) stand
+    bf16 = {name: stat for name, stat in before.items() if name.startswith("bf16/")}
+    assert len(bf16) == 2 and {n: s for n, s in _videos(out).items() if n.startswith("bf16/")} == bf16
     log = (folder / "second.log").read_text()
     for stage in ("[1/6] SingleStream performance [bf16]", "[2/6] SingleStream performance [mxfp8]",
                   "[3/6] Offline accuracy [bf16]"):
@@ -87,7 +89,10 @@ def test_a_killed_campaign_resumes_without_regenerating_a_video(killed_and_rerun
     for schedule in ("bf16", "mxfp8"):
         results = load_manifest(out / schedule)["results"]
         assert set(results) == {"SingleStream", "Offline"}
-        assert results["Offline"]["accuracy"]["videos_generated"] == 0
+        accuracy = results["Offline"]["accuracy"]
+        assert accuracy["videos_generated"] + accuracy["videos_reused"] == 2
+        assert len(list((out / schedule / "frames").glob("*.mp4"))) == 2  # every video's frames kept losslessly
+    assert load_manifest(out / "bf16")["results"]["Offline"]["accuracy"]["videos_generated"] == 2
 
 
 def test_a_finished_campaign_rerun_skips_every_stage(killed_and_rerun):

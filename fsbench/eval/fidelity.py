@@ -395,6 +395,7 @@ def _summarize(run: Run, reference: Run, metrics: tuple[str, ...], records: dict
         "reference_schedule": reference.schedule,
         "frame_step": FRAME_STEP,
         "method": METHOD_TEXT,
+        "method_version": METHOD,
         "interval": intervals.METHOD,
         "source": _source(ok),
         "prompts_expected": len(rows),

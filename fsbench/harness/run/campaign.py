@@ -210,8 +210,9 @@ class Campaign:
             return None
         digest = spec.made_with(self.plan.impl, self.pixels)
         folder = rundir.videos_dir(run)
-        if all(made_with.reusable(folder / rundir.video_name(p), digest) for p in spec.prompts.texts):
-            return "every video is there, made with these settings"
+        if all(made_with.reusable(folder / rundir.video_name(p), digest) and rundir.kept_frames(run, p).is_file()
+               for p in spec.prompts.texts):
+            return "every video is there, made with these settings, with its kept frames"
         return None
 
     @staticmethod
@@ -230,6 +231,7 @@ class Campaign:
         return manifest if (manifest.get("prompts") or {}).get("sha256") == spec.prompts.sha256 else None
 
     def _scored(self, index: int) -> bool:
+        from fsbench.eval.fidelity import METHOD
         from fsbench.eval.runs import Run
 
         run = Run.open(self.runs[index])
@@ -244,8 +246,11 @@ class Campaign:
                     or Path(fidelity["reference"]).resolve() != reference.resolve()
                     or fidelity.get("prompts_compared") != len(prompts)):
                 return False
+            if fidelity.get("method_version") != METHOD:  # scores of an earlier method are computed again
+                return False
             means = fidelity.get("metrics") or {}
-            if any((means.get(m) or {}).get("mean") is None for m in metrics if m != "vbench"):
+            if any((means.get(m) or {}).get("mean") is None and (means.get(m) or {}).get("identical") != len(prompts)
+                   for m in metrics if m != "vbench"):
                 return False
         if "vbench" in metrics:
             vbench = summary.get("vbench") or {}

@@ -169,7 +169,11 @@ class VideoGenerator:
         return rundir.videos_dir(self.run) / rundir.video_name(self.spec.prompts.texts[index])
 
     def can_reuse(self, index: int) -> bool:
-        return self.reuse and artifacts.reusable(self.path(index), self.made_with)
+        """An intact video of these settings, with its kept frames where this pass keeps them (a video a
+        performance run made has none: it is made again, not scored on its mp4)."""
+        kept = rundir.kept_frames(self.run, self.spec.prompts.texts[index])
+        return self.reuse and artifacts.reusable(self.path(index), self.made_with) and (
+            not self.keep_frames or kept.is_file())
 
     def warm_up(self) -> dict[str, Any]:
         """One denoising step of prompt 0 per attention format of the schedule, before LoadGen starts (the
