@@ -17,7 +17,7 @@ from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.eval import intervals, store
 from fsbench.eval.runs import Run
-from fsbench.eval.vbench_adapter import DIMENSIONS, PASS_MARK
+from fsbench.eval.vbench_adapter import CUSTOM, DIMENSIONS, PASS_MARK
 
 DIMENSION_HEADERS = {
     "subject_consistency": "Subject consistency",
@@ -158,7 +158,13 @@ def _vbench_cells(row: Row, vbench: dict | None) -> None:
                               else reason or "VBench dimension not computed")
     overall = store.number(vbench.get("overall"))
     row.values["vbench"] = overall
-    if overall is None:
+    in_overall = vbench.get("dimensions_in_overall") or list(DIMENSIONS)
+    if vbench.get("mode") == CUSTOM:
+        row.notes["vbench"] = (f"custom prompts, VBench's custom-input mode: overall = mean of "
+                               f"{', '.join(DIMENSION_HEADERS[d].lower() for d in in_overall)}"
+                               + ("" if overall is not None else " (not all computed)")
+                               + "; not MLPerf's six-dimension score")
+    elif overall is None:
         row.notes["vbench"] = "overall needs all six dimensions"
     elif vbench.get("prompts_scored", 0) < vbench.get("prompts_expected", 0):
         row.notes["vbench"] = (f"over {vbench['prompts_scored']} of the {vbench['prompts_expected']} VBench prompts "

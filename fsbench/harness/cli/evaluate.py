@@ -110,7 +110,9 @@ def _vbench(run, gpus: int) -> list[str]:
         _warn(message)
     dims = "  ".join(f"{d} {100 * v['score']:.2f}" for d, v in summary["dimensions"].items() if v["score"] is not None)
     overall = summary["overall"]
-    click.echo(f"VBench ({summary['prompts_scored']} of {summary['prompts_expected']} prompts): {dims}  "
+    mode = ("" if summary.get("mode") != vbench_adapter.CUSTOM else
+            f", custom prompts: custom-input mode, overall of {len(summary['dimensions_in_overall'])} dimensions")
+    click.echo(f"VBench ({summary['prompts_scored']} of {summary['prompts_expected']} prompts{mode}): {dims}  "
                f"overall {'-' if overall is None else f'{overall:.2f}'}")
     accuracy = summary.get("accuracy")
     if accuracy and accuracy["vbench_score"] is not None:
@@ -124,7 +126,9 @@ def _vbench(run, gpus: int) -> list[str]:
     no_weights = [d for d, why in summary["not_computed"].items() if "weights missing" in why]
     if no_weights:
         incomplete.append(f"VBench {', '.join(no_weights)} not computed (weights missing)")
-    return incomplete + [f"VBench {d} not computed" for d in summary["not_computed"] if d not in no_weights]
+    scored = summary.get("dimensions_in_overall") or vbench_adapter.DIMENSIONS  # the others: not in this mode
+    return incomplete + [f"VBench {d} not computed" for d in summary["not_computed"]
+                         if d not in no_weights and d in scored]
 
 
 @click.command()
