@@ -262,6 +262,8 @@ def _speedups(rows: list[Row]) -> None:
         else:
             row.values["speedup"] = base.values["latency_s"] / latency
             mine, theirs = row.run.performance("SingleStream"), base.run.performance("SingleStream")
+            if row is base:
+                continue  # 1 by definition: no interval, nothing to mark
             if mine.query_latencies_s and theirs.query_latencies_s:
                 row.intervals["speedup"] = intervals.ratio_interval(theirs.query_latencies_s, mine.query_latencies_s,
                                                                     intervals.percentile(90))
