@@ -419,6 +419,18 @@ METHOD_TEXT = (f"every {FRAME_STEP}th frame against the same frame of the refere
                "over the compared frames; means over prompts with a 95 % percentile-bootstrap interval over prompts")
 
 
+def describe_mean(metric: str, summary: dict) -> str:
+    """A metric's mean for a line of output: with its interval, and for PSNR the identical prompts counted."""
+    digits = 2 if metric == "psnr" else 3
+    text = f"{metric.upper()} {format_metric(summary.get('mean'), digits) or '-'}"
+    if summary.get("ci95"):
+        low, high = summary["ci95"]
+        text += f" [{low:.{digits}f}, {high:.{digits}f}]"
+    if summary.get("identical"):
+        text += f" ({summary['identical']} identical)"
+    return text
+
+
 def format_metric(value: float | None, digits: int) -> str:
     """A metric for humans: 'inf' for identical videos, '' when absent."""
     if value is None:

@@ -90,10 +90,11 @@ def _fidelity(run, reference, metrics: list[str], workers: int) -> list[str]:
     for message in result.not_computed.values():
         _warn(message)
     means = result.summary["metrics"]
-    shown = "  ".join(f"{m.upper()} {fidelity.format_metric(means[m]['mean'], 2 if m == 'psnr' else 3)}"
-                      for m in metrics if m in means)
+    shown = "  ".join(fidelity.describe_mean(m, means[m]) for m in metrics if m in means)
+    source = result.summary["source"]
+    read = "" if source["kind"] == "frames" else f", {source['mp4']} scored on the lossy mp4s (no kept frames)"
     click.echo(f"fidelity vs {reference.path} (every {fidelity.FRAME_STEP}th frame, "
-               f"{result.summary['prompts_compared']} of {result.summary['prompts_expected']} prompts): {shown}")
+               f"{result.summary['prompts_compared']} of {result.summary['prompts_expected']} prompts{read}): {shown}")
     incomplete = [f"{len(result.problems)} prompt(s) not compared"] if result.problems else []
     return incomplete + [f"{m} not computed (weights missing)" for m in result.not_computed]
 
