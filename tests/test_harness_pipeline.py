@@ -154,7 +154,7 @@ def test_missing_models_are_user_errors(tmp_path, monkeypatch):
         pipeline.build("a14b-synthetic", settings, torch.device("cpu"))
 
 
-def _generated_run(pipe, spec, folder, schedule: str):
+def _generated_run(pipe, spec, folder, schedule: str, keep: int = 4):
     """A run folder as an accuracy pass leaves it: prompt 0's mp4, its kept frames and a manifest; returns the
     pipeline's own uint8 frames."""
     import json
@@ -163,7 +163,7 @@ def _generated_run(pipe, spec, folder, schedule: str):
     router = SelfAttentionRouter(resolved)
     router.install(pipe)
     try:
-        generator = orchestrator.VideoGenerator(pipe, spec, folder, router, reuse=False, keep_frames=4)
+        generator = orchestrator.VideoGenerator(pipe, spec, folder, router, reuse=False, keep_frames=keep)
         made = generator.frames(0)
         generator.frames = lambda index: made  # the frames above are those the video and kept frames hold
         generator(0)
@@ -199,3 +199,22 @@ def test_fidelity_reads_the_kept_frames_the_pipeline_made_not_the_lossy_mp4(tiny
         reference[::4], np.stack(fidelity.read_frames(tmp_path / "bf16" / "videos" / f"{prompt}-0.mp4", 4)[0]),
         data_range=255), abs=1e-9)
     assert math.isfinite(floor) and result.summary["source"]["kind"] == "frames"
+
+
+def test_a_run_keeping_every_frame_is_compared_on_the_same_frames(tiny, tmp_path):
+    from click.testing import CliRunner
+
+    from fsbench.eval import fidelity
+    from fsbench.eval.runs import Run
+    from fsbench.eval.video_io import read_frames
+    from fsbench.harness.cli import main
+
+    spec, pipe = tiny
+    made = _generated_run(pipe, spec, tmp_path / "all", "mxfp4", keep=1)
+    _generated_run(pipe, spec, tmp_path / "bf16", "bf16")
+    kept, count = read_frames(tmp_path / "all" / "frames" / f"{spec.prompts.texts[0]}-0.mp4")
+    assert count == 5 and np.array_equal(kept, made)  # every frame, bit for bit
+    every_fourth = fidelity.evaluate(Run.open(tmp_path / "all"), Run.open(tmp_path / "bf16"), ("psnr",)).rows[0]
+    assert every_fourth["source"] == "frames" and every_fourth["frames_compared"] == 2
+    refused = CliRunner().invoke(main, ["run", "--model", "tiny", "--keep-all-frames"])
+    assert refused.exit_code == 2 and "--keep-all-frames keeps the frames of an accuracy pass" in refused.stderr
