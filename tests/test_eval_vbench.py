@@ -243,7 +243,7 @@ def test_complete_mlperf_run_gets_accuracy_txt_with_the_mean_of_six(tmp_path, sh
     fake = dict(zip(vbench_adapter.DIMENSIONS, [0.93, 0.94, 0.97, 0.93, 0.21, 0.34]))
     seen = {}
 
-    def fake_runner(work, full_info, dimensions, device):
+    def fake_runner(work, full_info, dimensions, device, mode):
         seen["videos"] = sorted(os.listdir(work / "videos"))
         for dim in dimensions:
             yield dim, {"dimension": dim, "score": fake[dim], "videos": []}

@@ -1,5 +1,5 @@
 """VBench as the MLPerf reference runs it: six dimensions, standard mode, full-info JSON, overall = mean x 100.
-A run of prompts VBench does not know is scored in VBench's custom-input mode on the four dimensions it supports,
+A run with none of VBench's prompts is scored in VBench's custom-input mode on the four dimensions it supports,
 with an overall over those four (said as such: it is not the benchmark's score).
 
 vbench 0.1.5 pins transformers 4.33 and numpy<2, so it lives in its own environment (scripts/setup_vbench_env.sh)
@@ -199,7 +199,7 @@ def evaluate(run: Run, dimensions: Iterable[str] = DIMENSIONS, device: str = "au
     full_info_path = data / "VBench_full_info.json"
     full_info = json.loads(full_info_path.read_text())
     known = {e["prompt_en"] for e in full_info}
-    mode = STANDARD if all(p in known for p in run.prompts()) else CUSTOM
+    mode = STANDARD if any(p in known for p in run.prompts()) else CUSTOM  # VBench's prompts, or none of them
     unsupported = {}
     if mode == CUSTOM:  # prompts VBench does not know: each supported dimension scores every video
         unsupported = {d: f"VBench {d} not computed: the run's prompts are not VBench's, and VBench's custom-input "
