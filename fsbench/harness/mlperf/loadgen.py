@@ -123,8 +123,8 @@ class _SUT:
                 self.stop.set()
         buf = array.array("B", payload)
         ptr, size = buf.buffer_info()
+        elapsed = time.perf_counter_ns() - start  # inside LoadGen's span of the query: issue to completion
         lg.QuerySamplesComplete([lg.QuerySampleResponse(sample.id, ptr, size)])
-        elapsed = time.perf_counter_ns() - start
         del buf  # only now: LoadGen copied the bytes inside QuerySamplesComplete
         if payload:
             with self._lock:
