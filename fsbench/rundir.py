@@ -11,6 +11,8 @@ Layout of a run (what `fsbench eval RUN` and `fsbench compare RUN...` take)::
     RUN/<system>/wan-2.2-t2v-a14b/<Scenario>/TEST04/performance/run_1/mlperf_log_*   with --audit TEST04
     RUN/videos/<prompt>-0.mp4                           fps from the settings (16)
     RUN/made_with/<prompt>-0.mp4.json                   the settings digest and sha256 of each video
+    RUN/frames/<prompt>-0.mp4                           the compared frames kept losslessly (libx264rgb, crf 0):
+                                                        every KEPT_FRAME_STEP-th frame, or every frame on request
     RUN/capture/<Scenario>-<mode>/{calls.jsonl,summary.json,qkv/*.pt}   with --capture
     RUN/eval/                                           scores written by `fsbench eval`
     RUN/.lock                                           the PID of the job writing the folder (flock)
@@ -37,6 +39,8 @@ VIDEOS = "videos"
 MADE_WITH = "made_with"
 EVAL = "eval"
 VIDEO_SUFFIX = "-0.mp4"
+FRAMES = "frames"
+KEPT_FRAME_STEP = 4  # the frames fidelity compares (the paper's every fourth frame); a run keeps these losslessly
 LOCK = ".lock"  # held by the one job writing the folder (fsbench.harness.run.lock)
 PIXEL_KEYS = ("compile", "gemm", "vae")  # of a summary's speed: the options that shape a video's pixels
 SPEED_KEYS = (*PIXEL_KEYS, "offload")  # ... and those that make a configuration (its latency)
@@ -90,6 +94,7 @@ class Summary(TypedDict, total=False):
     early_stopping_latency_ns: int  # SingleStream
     samples_per_second: float
     query_count: int
+    query_latencies_ns: list[int]  # SingleStream performance: each query's, as the SUT timed it (the intervals)
     samples: int
     wall_s: float
     overrides: dict[str, float | int]  # the LoadGen overrides given: count, time_s, target_latency_ms, target_qps
@@ -174,6 +179,15 @@ def loadgen_dir(run: Path, system: str, scenario: str, mode: str, audit: str | N
 
 def videos_dir(run: Path) -> Path:
     return run / VIDEOS
+
+
+def frames_dir(run: Path) -> Path:
+    """Outside videos/, which keeps MLPerf's layout (one mp4 per prompt) for VBench and the accuracy log."""
+    return run / FRAMES
+
+
+def kept_frames(run: Path, prompt: str) -> Path:
+    return frames_dir(run) / video_name(prompt)
 
 
 def made_with_dir(run: Path) -> Path:

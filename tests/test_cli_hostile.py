@@ -475,10 +475,11 @@ def test_a_full_disk_is_one_line_naming_the_file_leaves_nothing_half_written_and
         assert full.exit_code == 2, full.output
         lines = full.stderr.strip().splitlines()
         assert len(lines) == 1 and "no space left on device" in lines[0], lines
-        assert f"{out}/videos/" in lines[0] or f"{out}/made_with/" in lines[0], lines  # where the disk filled
+        where = ("videos", "frames", "made_with")  # the disk fills at a video, its kept frames or its record
+        assert any(f"{out}/{folder}/" in lines[0] for folder in where), lines
         assert "Traceback" not in full.output and _no_temporaries(out)
         for video in (out / "videos").glob("*.mp4"):  # whatever has a final name is whole, with its record
-            assert (out / "made_with" / f"{video.name}.json").is_file()
+            assert (out / "made_with" / f"{video.name}.json").is_file() and (out / "frames" / video.name).is_file()
             assert iio.imread(video, plugin="FFMPEG").shape == (5, 32, 32, 3)
         if disk == "small tmpfs":
             subprocess.run(["mount", "-o", "remount,size=16m", str(tmp_path / "disk")], check=True)
@@ -647,14 +648,20 @@ def test_the_packager_refuses_a_run_whose_videos_are_not_the_recorded_ones(tmp_p
 
 
 def test_a_reused_accuracy_run_is_recorded_and_the_closed_package_refuses_it(tmp_path, one_thread):
-    run = _packaged_run(tmp_path, "--reuse")  # the performance run's one video is reused
+    run = _packaged_run(tmp_path)
+    (run / "frames" / f"{TINY_PROMPTS[0]}-0.mp4").unlink()  # one video without its kept frames: made again
+    again = ["run", "--out", str(run), "--height", "16", "--width", "16", "--frames", "1", "--steps", "1",
+             "--scenario", "Offline", "--mode", "accuracy", "--reuse"]
+    assert CliRunner().invoke(main, again, catch_exceptions=False).exit_code == 0
     summary = load_manifest(run)["results"]["Offline"]["accuracy"]
-    assert (summary["reuse"], summary["videos_reused"], summary["videos_generated"]) == (True, 1, len(TINY_PROMPTS) - 1)
+    reused = len(TINY_PROMPTS) - 1
+    assert (summary["reuse"], summary["videos_reused"], summary["videos_generated"]) == (True, reused, 1)
     args = ["submission", "--runs", str(run), "--out", str(tmp_path / "root"), "--submitter", "Org", "--system", "s"]
     closed = CliRunner().invoke(main, [*args, "--division", "closed"])
     assert closed.exit_code == 2 and not (tmp_path / "root" / "closed").exists()
     reuse = [line for line in closed.stderr.splitlines() if "--reuse" in line]
-    assert len(reuse) == 1 and reuse[0].startswith("error: ") and f"reused 1 of {len(TINY_PROMPTS)} videos" in reuse[0]
+    assert len(reuse) == 1 and reuse[0].startswith("error: ")
+    assert f"reused {reused} of {len(TINY_PROMPTS)} videos" in reuse[0]
     assert any(line.startswith("error: ") and "has no VBench score" in line for line in closed.stderr.splitlines())
 
 

@@ -2,6 +2,8 @@
 everything the asked mode needs is present; each missing piece comes with the command that fixes it."""
 from __future__ import annotations
 
+import sys
+
 import torch
 from click.testing import CliRunner
 
@@ -126,3 +128,34 @@ def test_an_installed_wheel_points_to_fsbench_vbench_python_not_into_site_packag
     result = plain_doctor("--mode", "eval", FSBENCH_DATA=shared_data, FSBENCH_VBENCH_PYTHON=None)
     hint = result.output.split("VBench environment", 1)[1].split("\n")[1]
     assert "FSBENCH_VBENCH_PYTHON" in hint and ".venv-vbench" not in hint
+
+
+def _python(tmp_path, body: str):
+    """A stand-in interpreter: a script run as python would be, printing or failing as a real one would."""
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\n{body}\n")
+    python.chmod(0o755)
+    return python
+
+
+def test_a_vbench_environment_that_cannot_import_vbench_fails_the_eval_mode(tmp_path, shared_data):
+    """A real interpreter without vbench (this environment's: vbench lives in its own), as a half-built one is."""
+    python = sys.executable
+    result = doctor("--mode", "eval", "--model", "tiny", FSBENCH_DATA=shared_data, FSBENCH_VBENCH_PYTHON=python)
+    assert result.exit_code == 1
+    found = line(result.output, "VBench environment")
+    assert found.startswith("MISSING") and "not usable" in found
+    assert "`import vbench` fails in" in result.output and "No module named 'vbench'" in result.output
+    assert "scripts/setup_vbench_env.sh" in result.output
+
+
+def test_a_vbench_other_than_mlperfs_pin_fails_and_the_pinned_one_passes(tmp_path, shared_data):
+    other = _python(tmp_path / "other", "echo 0.1.4")
+    result = doctor("--mode", "eval", "--model", "tiny", FSBENCH_DATA=shared_data, FSBENCH_VBENCH_PYTHON=other)
+    assert line(result.output, "VBench environment").startswith("MISSING")
+    assert "imports vbench 0.1.4, not the 0.1.5 MLPerf's reference pins" in result.output
+    pinned = _python(tmp_path / "pinned", "echo 0.1.5")
+    result = doctor("--mode", "eval", "--model", "tiny", FSBENCH_DATA=shared_data, FSBENCH_VBENCH_PYTHON=pinned)
+    assert line(result.output, "VBench environment").startswith("ok")
+    assert "vbench 0.1.5, as MLPerf pins" in result.output

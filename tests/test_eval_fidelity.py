@@ -81,7 +81,7 @@ def runs(tmp_path):
     return Run.open(run), Run.open(ref)
 
 
-def test_evaluate_means_match_hand_computation_and_identical_video_is_inf(runs):
+def test_evaluate_means_match_hand_computation_and_identical_video_is_counted_not_averaged(runs):
     run, ref = runs
     result = fidelity.evaluate(run, ref, metrics=("psnr", "ssim", "lpips"), lpips=random_lpips)
     rows = {r["prompt"]: r for r in result.rows}
@@ -91,13 +91,16 @@ def test_evaluate_means_match_hand_computation_and_identical_video_is_inf(runs):
     assert rows["grey"]["ssim"] == pytest.approx(expected_ssim, abs=1e-9)
     assert rows["same"]["psnr"] == math.inf and rows["same"]["ssim"] == pytest.approx(1.0)
     assert rows["same"]["lpips"] == 0.0 and rows["grey"]["lpips"] > 0
-    assert result.summary["metrics"]["psnr"] == {"mean": math.inf, "prompts": 2}
+    # the identical prompt is counted, never averaged in: the mean is the other prompt's finite PSNR
+    assert result.summary["metrics"]["psnr"] == {"mean": pytest.approx(10 * math.log10(255**2 / 100)), "ci95": None,
+                                                 "prompts": 1, "identical": 1}
     assert result.summary["metrics"]["ssim"]["mean"] == pytest.approx((expected_ssim + 1) / 2, abs=1e-9)
+    assert result.summary["source"] == {"kind": "mp4", "frames": 0, "mp4": 2}
     with open(run.eval_dir / "fidelity.csv") as f:
         csv_rows = {r["prompt"]: r for r in csv.DictReader(f)}
     assert csv_rows["same"]["psnr"] == "inf" and csv_rows["same"]["status"] == "ok"
     summary = json.loads((run.eval_dir / "summary.json").read_text())
-    assert summary["fidelity"]["metrics"]["psnr"]["mean"] == "inf"
+    assert summary["fidelity"]["metrics"]["psnr"]["mean"] == pytest.approx(10 * math.log10(255**2 / 100))
 
 
 def test_mismatched_and_missing_videos_are_listed_not_averaged(tmp_path):
@@ -171,4 +174,50 @@ def test_missing_alexnet_weights_skip_lpips_with_exact_path(runs, tmp_path, monk
     message = result.not_computed["lpips"]
     assert str(tmp_path / "torch_home" / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth") in message
     assert message.startswith("LPIPS not computed, weights missing")
-    assert result.summary["metrics"]["psnr"]["prompts"] == 2 and "lpips" not in result.summary["metrics"]
+    psnr = result.summary["metrics"]["psnr"]
+    assert psnr["prompts"] + psnr["identical"] == 2 and "lpips" not in result.summary["metrics"]
+
+
+def test_a_sweep_with_identical_prompts_and_frames_has_a_finite_mean_and_counts_them(tmp_path):
+    """As in a 248-prompt sweep: some prompts are byte-identical to BF16 on frame 0 only, some on every frame."""
+    from fsbench.harness.tune import budget, validate
+
+    ref_videos, run_videos = {}, {}
+    for i in range(12):
+        base = [60 + i] * 9
+        ref_videos[f"p{i}"] = constant_video(base)
+        if i < 2:  # identical prompts
+            run_videos[f"p{i}"] = constant_video(base)
+        else:  # frame 0 identical, the others off by i
+            run_videos[f"p{i}"] = constant_video([base[0]] + [v + i for v in base[1:]])
+    ref = Run.open(make_run(tmp_path / "runs" / validate.REFERENCE, "bf16", ref_videos))
+    run = Run.open(make_run(tmp_path / "runs" / "mxfp8", "mxfp8", run_videos))
+    result = fidelity.evaluate(run, ref, metrics=("psnr", "ssim"))
+    rows = {r["prompt"]: r for r in result.rows}
+    # frames 0, 4, 8 compared; MSE pooled over them: two of three frames off by i
+    assert rows["p5"]["psnr"] == pytest.approx(10 * math.log10(255**2 / (2 / 3 * 25)), abs=1e-9)
+    psnr = result.summary["metrics"]["psnr"]
+    finite = [10 * math.log10(255**2 / (2 / 3 * i * i)) for i in range(2, 12)]
+    assert psnr["identical"] == 2 and psnr["prompts"] == 10 and psnr["mean"] == pytest.approx(np.mean(finite))
+    low, high = psnr["ci95"]
+    assert low < psnr["mean"] < high and math.isfinite(high)
+    assert result.summary["interval"]["seed"] == 0
+    # tune: a PSNR budget above every prompt that differs is missed, not passed by the identical ones
+    measured = validate.score(tmp_path, ["mxfp8"], ("psnr",))["mxfp8"]["psnr"]
+    assert measured == pytest.approx(np.mean(finite))
+    assert budget.Budget("psnr", ">=", max(finite) + 1).met(measured) is False
+
+
+def test_bootstrap_interval_covers_a_known_mean_at_its_nominal_rate():
+    from fsbench.eval import intervals
+
+    rng = np.random.default_rng(7)
+    trials, n = 400, 60
+    covered = 0
+    for trial in range(trials):
+        sample = rng.lognormal(0.0, 0.5, n)  # skewed, as per-prompt PSNRs are; true mean exp(0.125)
+        low, high = intervals.interval(sample, seed=trial, resamples=2000)
+        covered += low <= math.exp(0.125) <= high
+    rate = covered / trials
+    sd = math.sqrt(0.95 * 0.05 / trials)
+    assert abs(rate - 0.95) < 3 * sd + 0.015, rate  # the percentile bootstrap runs a little narrow at n=60

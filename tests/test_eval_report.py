@@ -89,11 +89,15 @@ def test_compare_table_has_paper_columns_reference_row_speedups_and_footnotes(th
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines
             if line.startswith("| ") and not line.startswith("| Schedule")}
     assert rows["BF16"][7:10] == ["reference"] * 3
-    assert rows["MXFP8"][7] == f"{10 * math.log10(255**2 / 100):.2f}"
-    assert rows["MXFP8"][11] == f"{2.0 / 1.3:.2f}×" and rows["hybrid"][11] == f"{2.0 / 1.1:.2f}×"
-    assert rows["BF16"][12] == "1400" and rows["MXFP8"][12] == "910"
-    assert f"{rows['hybrid'][12]} energy is measured with --profile; this run has no profile" in lines
-    offline_note = rows["hybrid"][13]
+    psnr = f"{10 * math.log10(255**2 / 100):.2f}"  # both prompts alike: an interval of one point
+    mp4_note = rows["MXFP8"][7].split()[-1]
+    assert rows["MXFP8"][7] == f"{psnr} [{psnr}, {psnr}] {mp4_note}"
+    assert f"{mp4_note} scored on the mp4 files (lossy: the codec's error is in the score); the runs kept no " \
+           "lossless frames" in lines
+    assert rows["MXFP8"][13] == f"{2.0 / 1.3:.2f}×" and rows["hybrid"][13] == f"{2.0 / 1.1:.2f}×"
+    assert rows["BF16"][14] == "1400" and rows["MXFP8"][14] == "910"
+    assert f"{rows['hybrid'][14]} energy is measured with --profile; this run has no profile" in lines
+    offline_note = rows["hybrid"][15]
     assert offline_note.startswith("[")
     assert f"{offline_note} no Offline performance result in the run" in lines
     with open(out / "compare.csv") as f:
@@ -107,6 +111,9 @@ def test_compare_table_has_paper_columns_reference_row_speedups_and_footnotes(th
     assert table["footnotes"][str(note)] == "no Offline performance result in the run"
     for name in ("speedup.png", "frames.png"):
         assert iio.imread(out / name).ndim == 3
+    # the speedup plot follows the data: PSNR and SSIM were computed, LPIPS and VBench were not
+    rows = report.build_rows([Run.open(three_runs[s]) for s in ("bf16", "mxfp8", "hybrid")])
+    assert [key for key, _ in figures.speedup_panels(rows)] == ["psnr", "ssim"]
 
 
 def test_compare_of_query_records_without_videos_gives_the_latency_and_energy_columns_and_no_grid(three_runs,
@@ -221,3 +228,33 @@ def test_host_offload_is_a_configuration_of_its_own_that_keeps_the_videos(tmp_pa
     digests = {artifacts.made_with("tiny", {}, "0" * 64, "mxfp8", "auto", {**speed, "offload": offload})
                for offload in (False, True)}
     assert len(digests) == 1
+
+
+def test_latencies_carry_intervals_over_queries_and_an_invalid_speedup_is_no_figure(tmp_path):
+    rng = np.random.default_rng(3)
+    runs = {}
+    for schedule, valid in (("bf16", True), ("mxfp8", True), ("hybrid", False)):
+        latencies = (LATENCY[schedule] * rng.uniform(0.9, 1.1, 40) * 1e9).astype(int).tolist()
+        single = {"latency_p50_ns": float(np.percentile(latencies, 50)),
+                  "latency_p90_ns": float(np.percentile(latencies, 90)), "valid": valid, "query_count": 40,
+                  "query_latencies_ns": latencies}
+        runs[schedule] = make_run(tmp_path / schedule, schedule, {PROMPTS[0]: constant_video([1] * 9)},
+                                  results={"SingleStream": {"performance": single}})
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(main, ["compare", *(str(runs[s]) for s in ("bf16", "mxfp8", "hybrid")),
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = {r["schedule"]: r for r in json.loads((out / "compare.json").read_text())["rows"]}
+    for row in table.values():
+        low, high = row["ci95"]["latency_s"]
+        assert low <= row["latency_s"] <= high and row["queries"] == 40
+        assert row["ci95"]["latency_p50_s"][0] <= row["latency_p50_s"] <= row["ci95"]["latency_p50_s"][1]
+    assert table["MXFP8"]["speedup_valid"] is True and table["hybrid"]["speedup_valid"] is False
+    low, high = table["hybrid"]["ci95"]["speedup"]
+    assert low < table["hybrid"]["speedup"] < high
+    text = (out / "compare.md").read_text()
+    hybrid = next(line for line in text.splitlines() if line.startswith("| hybrid"))
+    assert f"({table['hybrid']['speedup']:.2f}× [{low:.2f}×, {high:.2f}×])" in hybrid
+    assert report.NOT_VALID in text
+    mxfp8 = next(line for line in text.splitlines() if line.startswith("| MXFP8"))
+    assert f"| {table['MXFP8']['speedup']:.2f}× [" in mxfp8  # both VALID: a figure, not in parentheses

@@ -243,7 +243,7 @@ def test_complete_mlperf_run_gets_accuracy_txt_with_the_mean_of_six(tmp_path, sh
     fake = dict(zip(vbench_adapter.DIMENSIONS, [0.93, 0.94, 0.97, 0.93, 0.21, 0.34]))
     seen = {}
 
-    def fake_runner(work, full_info, dimensions, device):
+    def fake_runner(work, full_info, dimensions, device, mode):
         seen["videos"] = sorted(os.listdir(work / "videos"))
         for dim in dimensions:
             yield dim, {"dimension": dim, "score": fake[dim], "videos": []}
@@ -325,3 +325,27 @@ def test_a_video_that_does_not_decode_is_refused_in_one_line_before_vbench_start
     with pytest.raises(FsbenchError, match=r"1 video\(s\) of .* do not decode, first: .*a cat-0.mp4 does not decode"):
         vbench_adapter.stage_videos(Run.open(run), ["alley", "a cat"], tmp_path / "s")
     assert not (tmp_path / "s").exists()
+
+
+@needs_vbench
+@pytest.mark.slow
+def test_custom_prompts_are_scored_in_custom_input_mode_on_its_four_dimensions(vbench_standin_eval, tmp_path):
+    _, env, _, _ = vbench_standin_eval
+    texture = np.random.default_rng(1).integers(0, 256, (1, 64, 64, 3), dtype=np.uint8)
+    prompts = ["a red cube on a table", "a quiet empty room"]  # not VBench's prompts
+    run = make_run(tmp_path / "run", "bf16", {p: np.repeat(texture, 4, axis=0) for p in prompts}, preset="mlperf")
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "prompts": {"texts": prompts}}))
+    result = CliRunner().invoke(main, ["eval", str(run), "--metrics", "vbench"], env=env)
+    summary = json.loads((run / "eval" / "summary.json").read_text())["vbench"]
+    assert result.exit_code == 0, result.output
+    assert "custom prompts: custom-input mode, overall of 4 dimensions" in result.stdout
+    assert summary["mode"] == "custom_input" and summary["dimensions_in_overall"] == list(
+        vbench_adapter.CUSTOM_DIMENSIONS)
+    dims = summary["dimensions"]
+    assert dims["subject_consistency"]["score"] == pytest.approx(1.0, abs=1e-5)  # a static video
+    assert all(dims[d]["prompts_scored"] == 2 for d in vbench_adapter.CUSTOM_DIMENSIONS)
+    assert dims["scene"]["score"] is None and "custom-input mode cannot score it" in dims["scene"]["not_computed"]
+    assert summary["overall"] == pytest.approx(100 * np.mean([float(dims[d]["score"])
+                                                              for d in vbench_adapter.CUSTOM_DIMENSIONS]))
+    assert "accuracy" not in summary  # not the benchmark's score: no accuracy.txt

@@ -1,6 +1,7 @@
 """Pipelines, presets, the fixed latent and self-attention routing, with the real diffusers WanPipeline."""
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -151,3 +152,69 @@ def test_missing_models_are_user_errors(tmp_path, monkeypatch):
         pipeline.build(str(tmp_path / "nothing" / "here"), settings, torch.device("cpu"))
     with pytest.raises(FsbenchError, match="needs a CUDA GPU"):
         pipeline.build("a14b-synthetic", settings, torch.device("cpu"))
+
+
+def _generated_run(pipe, spec, folder, schedule: str, keep: int = 4):
+    """A run folder as an accuracy pass leaves it: prompt 0's mp4, its kept frames and a manifest; returns the
+    pipeline's own uint8 frames."""
+    import json
+
+    resolved = load_schedule(schedule).resolve(spec.settings.steps, pipeline.num_layers("tiny"))
+    router = SelfAttentionRouter(resolved)
+    router.install(pipe)
+    try:
+        generator = orchestrator.VideoGenerator(pipe, spec, folder, router, reuse=False, keep_frames=keep)
+        made = generator.frames(0)
+        generator.frames = lambda index: made  # the frames above are those the video and kept frames hold
+        generator(0)
+    finally:
+        router.uninstall()
+    (folder / "manifest.json").write_text(json.dumps({
+        "model": "tiny", "settings": spec.settings.as_dict(), "schedule": {"name": schedule, "spec": schedule},
+        "prompts": {"texts": spec.prompts.texts[:1]}}))
+    return (made * 255).astype(np.uint8)
+
+
+def test_fidelity_reads_the_kept_frames_the_pipeline_made_not_the_lossy_mp4(tiny, tmp_path):
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    from fsbench.eval import fidelity
+    from fsbench.eval.runs import Run
+    from fsbench.rundir import kept_frames
+
+    spec, pipe = tiny
+    reference = _generated_run(pipe, spec, tmp_path / "bf16", "bf16")
+    test = _generated_run(pipe, spec, tmp_path / "mxfp4", "mxfp4")
+    prompt = spec.prompts.texts[0]
+    assert kept_frames(tmp_path / "mxfp4", prompt).is_file()
+    result = fidelity.evaluate(Run.open(tmp_path / "mxfp4"), Run.open(tmp_path / "bf16"), ("psnr", "ssim"))
+    row = result.rows[0]
+    a, b = reference[::4], test[::4]  # the pipeline's frames 0 and 4 of 5
+    assert row["source"] == "frames" and row["frames_compared"] == 2
+    assert row["psnr"] == pytest.approx(peak_signal_noise_ratio(a, b, data_range=255), abs=1e-9)
+    assert row["ssim"] == pytest.approx(np.mean([structural_similarity(x, y, data_range=255, channel_axis=-1)
+                                                 for x, y in zip(a, b)]), abs=1e-9)
+    floor = result.summary["codec_floor"]["psnr"]["mean"]  # BF16's own mp4 against its frames: the codec's error
+    assert floor == pytest.approx(peak_signal_noise_ratio(
+        reference[::4], np.stack(fidelity.read_frames(tmp_path / "bf16" / "videos" / f"{prompt}-0.mp4", 4)[0]),
+        data_range=255), abs=1e-9)
+    assert math.isfinite(floor) and result.summary["source"]["kind"] == "frames"
+
+
+def test_a_run_keeping_every_frame_is_compared_on_the_same_frames(tiny, tmp_path):
+    from click.testing import CliRunner
+
+    from fsbench.eval import fidelity
+    from fsbench.eval.runs import Run
+    from fsbench.eval.video_io import read_frames
+    from fsbench.harness.cli import main
+
+    spec, pipe = tiny
+    made = _generated_run(pipe, spec, tmp_path / "all", "mxfp4", keep=1)
+    _generated_run(pipe, spec, tmp_path / "bf16", "bf16")
+    kept, count = read_frames(tmp_path / "all" / "frames" / f"{spec.prompts.texts[0]}-0.mp4")
+    assert count == 5 and np.array_equal(kept, made)  # every frame, bit for bit
+    every_fourth = fidelity.evaluate(Run.open(tmp_path / "all"), Run.open(tmp_path / "bf16"), ("psnr",)).rows[0]
+    assert every_fourth["source"] == "frames" and every_fourth["frames_compared"] == 2
+    refused = CliRunner().invoke(main, ["run", "--model", "tiny", "--keep-all-frames"])
+    assert refused.exit_code == 2 and "--keep-all-frames keeps the frames of an accuracy pass" in refused.stderr

@@ -51,6 +51,11 @@ def test_single_stream_and_offline_performance_runs_are_valid(finished_run):
     results = load_manifest(run)["results"]
     assert results["SingleStream"]["performance"]["validity"] == "VALID"
     assert results["SingleStream"]["performance"]["query_count"] == 64
+    latencies = results["SingleStream"]["performance"]["query_latencies_ns"]  # each query's, for the intervals
+    assert len(latencies) == 64 and min(latencies) > 0
+    # timed inside LoadGen's own span of each query: never above its 90th percentile (the 58th of 64)
+    assert sorted(latencies)[57] <= results["SingleStream"]["performance"]["latency_p90_ns"]
+    assert "query_latencies_ns" not in results["Offline"]["performance"]
     assert results["Offline"]["performance"]["samples"] == 4
     assert results["Offline"]["performance"]["attention_kernels"] == {"bf16": "sdpa"}
     for scenario in ("SingleStream", "Offline"):

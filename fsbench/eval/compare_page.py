@@ -14,6 +14,7 @@ import csv
 import html
 import json
 import math
+import textwrap
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -105,10 +106,10 @@ def table_html(rows: list[report.Row]) -> str:
     for i, row in enumerate(rows):
         cells = [f"<th scope='row'>{html.escape(row.label)}</th>"]
         for key, _, fmt in columns:
-            text = report._cell(row.values.get(key), fmt)
+            text = report.cell(row, key, fmt)
             mark = marks.get((i, key))
             note = f"<sup><a href='#note-{mark}'>[{mark}]</a></sup>" if mark else ""
-            gap = " class='gap'" if not text else ""
+            gap = " class='gap'" if not text else " class='invalid'" if key in row.invalid else ""
             cells.append(f"<td{gap}>{html.escape(text) or 'n/a'}{note}</td>")
         body.append(f"<tr{' class=reference' if row.reference else ''}>{''.join(cells)}</tr>")
     notes = "".join(f"<li id='note-{n}' value='{n}'>{html.escape(note)}</li>" for note, n in numbers.items())
@@ -198,8 +199,14 @@ def plot_pareto(rows: list[report.Row], path: Path) -> Path:
         axes[0].text(0.5, 0.5, "nothing to plot: no run has PSNR, SSIM, LPIPS or VBench\n(see the table's notes)",
                      ha="center", va="center", fontsize=10)
     for ax, (key, xlabel, higher_better) in zip(axes, quality):
-        points = [(r.values[key], r.values["speedup"], r.label) for r in rows
-                  if not r.reference and _finite(r.values.get(key)) and _finite(r.values.get("speedup"))]
+        points = [(r.values[key], r.values["speedup"], r.label) for r in rows if not r.reference
+                  and "speedup" not in r.invalid and _finite(r.values.get(key)) and _finite(r.values.get("speedup"))]
+        unsure = [(r.values[key], r.values["speedup"], r.label) for r in rows if not r.reference
+                  and "speedup" in r.invalid and _finite(r.values.get(key)) and _finite(r.values.get("speedup"))]
+        for x, y, label in unsure:  # hollow and grey: LoadGen did not mark both runs VALID
+            ax.scatter(x, y, s=40, facecolors="none", edgecolors="grey", zorder=3)
+            ax.annotate(f"{label} (not VALID)", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8,
+                        color="grey")
         ax.axhline(1.0, color="tab:red", ls="--", lw=1)
         ax.annotate("reference = 1.0", (0.01, 1.0), xycoords=("axes fraction", "data"), color="tab:red",
                     fontsize=8, xytext=(0, 3), textcoords="offset points")
@@ -209,14 +216,15 @@ def plot_pareto(rows: list[report.Row], path: Path) -> Path:
         front = _pareto_front(points, higher_better)
         if len(front) > 1:
             ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:blue", alpha=0.4, drawstyle="steps-post")
-        if not points:
+        if not points and not unsure:
             ax.text(0.5, 0.5, "no run has both this metric\nand a speedup", ha="center", va="center",
                     transform=ax.transAxes, fontsize=9, color="dimgray")
         ax.margins(0.25)
         ax.set_xlabel(xlabel + (" ↑" if higher_better else " ↓"))
         ax.set_ylabel("speedup over the reference")
         ax.grid(alpha=0.3)
-    fig.suptitle("Speed against quality (Pareto front: no other schedule is both faster and better)", fontsize=10)
+    title = "Speed against quality (Pareto front: no other schedule is both faster and better)"
+    fig.suptitle(textwrap.fill(title, int(12 * 4.2 * max(len(quality), 1))), fontsize=10)  # ~12 characters an inch
     return _save_svg(fig, path)
 
 

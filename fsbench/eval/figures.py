@@ -1,5 +1,6 @@
-"""The figures of `fsbench compare`: speedup over BF16 against LPIPS and VBench, and the paper's Figure 4 frame grid
-(a frame of each prompt through each run), drawn with matplotlib's object API (no global pyplot state)."""
+"""The figures of `fsbench compare`: speedup over BF16 against the quality metrics the runs have, and the paper's
+Figure 4 frame grid (a frame of each prompt through each run), drawn with matplotlib's object API (no global
+pyplot state)."""
 from __future__ import annotations
 
 import textwrap
@@ -18,41 +19,58 @@ from fsbench.eval.video_io import read_frame
 PAPER_PROMPTS = ("a cat grooming itself meticulously with its tongue", "a motorcycle cruising along a coastal highway")
 
 
+QUALITY = (("psnr", "PSNR vs BF16 (dB, higher is closer)"), ("ssim", "SSIM vs BF16 (higher is closer)"),
+           ("lpips", "LPIPS vs BF16 (lower is closer)"), ("vbench", "VBench overall (higher is better)"))
+
+
+def speedup_panels(rows: list[Row]) -> list[tuple[str, str]]:
+    """(metric, axis label) of each quality metric some compared run has a value of, in QUALITY's order."""
+    return [(k, label) for k, label in QUALITY
+            if any(not r.reference and isinstance(r.values.get(k), (int, float)) for r in rows)]
+
+
 def plot_speedup(rows: list[Row], path: Path) -> Path:
-    """Speedup over BF16 against LPIPS and against VBench, every point labelled where it lies (no legend)."""
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
-    axes = fig.subplots(1, 2)
-    panels = [("lpips", "LPIPS vs BF16 (lower is closer to BF16)"), ("vbench", "VBench overall (higher is better)")]
+    """Speedup over BF16 against each quality metric some run has, every point labelled where it lies (no
+    legend); a speedup of runs LoadGen did not mark VALID is drawn hollow and grey."""
+    panels = speedup_panels(rows)
+    fig = Figure(figsize=(5.5 * max(len(panels), 1), 4.5), layout="constrained")
+    axes = fig.subplots(1, max(len(panels), 1), squeeze=False)[0]
+    if not panels:
+        axes[0].set_axis_off()
+        axes[0].text(0.5, 0.5, "nothing to plot: no run has PSNR, SSIM, LPIPS or VBench\n(see the table's notes)",
+                     ha="center", va="center", fontsize=11)
     reference_labels = {r.label for r in rows if r.reference}
     for ax, (key, xlabel) in zip(axes, panels):
         points, left_out = [], []
         for row in rows:
-            x = 0.0 if key == "lpips" and row.reference else row.values.get(key)
+            x = row.values.get(key)
+            if row.reference and key in ("psnr", "ssim", "lpips"):
+                x = None if key == "psnr" else (1.0 if key == "ssim" else 0.0)  # identical to itself
             y = row.values.get("speedup")
             if isinstance(x, (int, float)) and y is not None:
-                points.append((x, y, row.label))
-            else:
+                points.append((x, y, row.label, "speedup" in row.invalid))
+            elif not (row.reference and key == "psnr"):
                 left_out.append(row.label)
-        for x, y, label in points:
-            ax.scatter(x, y, s=60, color="tab:red" if label in reference_labels else "tab:blue", zorder=3)
-            ax.annotate(label, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=11)
+        for x, y, label, invalid in points:
+            colour = "tab:red" if label in reference_labels else "tab:blue"
+            ax.scatter(x, y, s=60, zorder=3, **({"facecolors": "none", "edgecolors": "grey"} if invalid
+                                                 else {"color": colour}))
+            ax.annotate(label + (" (not VALID)" if invalid else ""), (x, y), xytext=(6, 6),
+                        textcoords="offset points", fontsize=11, color="grey" if invalid else "black")
         if key == "vbench" and points:
             ax.axvline(PASS_MARK, color="grey", ls="--", lw=1)
             ax.annotate(f"MLPerf pass mark {PASS_MARK}", (PASS_MARK, 0.5), xycoords=("data", "axes fraction"),
                         rotation=90, fontsize=9, color="grey", xytext=(4, 0), textcoords="offset points",
                         va="center")
-        measured = [p for p in points if not (key == "lpips" and p[2] in reference_labels)]
+        measured = [p for p in points if p[2] not in reference_labels]
         if measured:
-            marks = [PASS_MARK] if key == "vbench" else [0.0]
+            marks = [PASS_MARK] if key == "vbench" else []
             _pad(ax, [p[0] for p in points] + marks, [p[1] for p in points] + [1.0])
         else:
-            ax.cla()
-            ax.set_xticks([])
-            ax.set_yticks([])
             ax.text(0.5, 0.5, f"nothing to plot: no run has both\n{xlabel.split(' (')[0]} and a speedup",
                     ha="center", va="center", transform=ax.transAxes, fontsize=11)
         if left_out:
-            ax.text(0.01, 0.01, textwrap.fill("not plotted (value missing): " + "; ".join(left_out), 90),
+            ax.text(0.01, 0.01, textwrap.fill("not plotted (value missing): " + "; ".join(left_out), 70),
                     transform=ax.transAxes, fontsize=8, color="dimgray", va="bottom")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("speedup over BF16 (SingleStream p90 latency)")

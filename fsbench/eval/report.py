@@ -15,9 +15,9 @@ from pathlib import Path
 
 from fsbench import rundir
 from fsbench.errors import FsbenchError
-from fsbench.eval import store
+from fsbench.eval import intervals, store
 from fsbench.eval.runs import Run
-from fsbench.eval.vbench_adapter import DIMENSIONS, PASS_MARK
+from fsbench.eval.vbench_adapter import CUSTOM, DIMENSIONS, PASS_MARK
 
 DIMENSION_HEADERS = {
     "subject_consistency": "Subject consistency",
@@ -33,12 +33,15 @@ COLUMNS = [(d, DIMENSION_HEADERS[d] + " ↑", "{:.2f}") for d in DIMENSIONS] + [
     ("psnr", "PSNR (dB) ↑", "{:.2f}"),
     ("ssim", "SSIM ↑", "{:.3f}"),
     ("lpips", "LPIPS ↓", "{:.3f}"),
+    ("latency_p50_s", "SingleStream p50 latency (s) ↓", "{:.3f}"),
     ("latency_s", "SingleStream p90 latency (s) ↓", "{:.3f}"),
+    ("queries", "SingleStream queries", "{:.0f}"),
     ("speedup", "Speedup vs BF16 ↑", "{:.2f}×"),
     ("joules", "Energy per video (J) ↓", "{:.0f}"),
     ("offline_sps", "Offline (samples/s) ↑", "{:.4g}"),
 ]
 FIDELITY = ("psnr", "ssim", "lpips")
+NOT_VALID = "not a figure: LoadGen did not mark both SingleStream runs VALID (the ratio is shown in parentheses)"
 STALE = ("scores left out: the run's videos are not the ones `fsbench eval` scored (or it predates that record); "
          "rerun it")
 FORMAT_LABELS = {"bf16": "BF16", "mxfp8": "MXFP8", "mxfp6": "MXFP6", "mxfp4": "MXFP4"}
@@ -53,6 +56,9 @@ class Row:
     reference: bool = False
     configuration: str | None = None  # what sets its configuration apart; None where all runs share one
     schedule: str = ""  # the label without the configuration
+    intervals: dict = field(default_factory=dict)  # column key -> [low, high], its 95 % interval
+    invalid: set = field(default_factory=set)  # column keys whose value is shown greyed, not as a figure
+    codec_floor: dict = field(default_factory=dict)  # the reference's: metric -> its kept frames vs its own mp4
 
 
 def _describe(configuration: dict, keys: list[str]) -> str:
@@ -121,6 +127,7 @@ def build_rows(runs: list[Run]) -> list[Row]:
                 cells(row, section)
         _performance_cells(row)
     _speedups(rows)
+    _codec_floors(rows, summaries)
     return rows
 
 
@@ -151,7 +158,13 @@ def _vbench_cells(row: Row, vbench: dict | None) -> None:
                               else reason or "VBench dimension not computed")
     overall = store.number(vbench.get("overall"))
     row.values["vbench"] = overall
-    if overall is None:
+    in_overall = vbench.get("dimensions_in_overall") or list(DIMENSIONS)
+    if vbench.get("mode") == CUSTOM:
+        row.notes["vbench"] = (f"custom prompts, VBench's custom-input mode: overall = mean of "
+                               f"{', '.join(DIMENSION_HEADERS[d].lower() for d in in_overall)}"
+                               + ("" if overall is not None else " (not all computed)")
+                               + "; not MLPerf's six-dimension score")
+    elif overall is None:
         row.notes["vbench"] = "overall needs all six dimensions"
     elif vbench.get("prompts_scored", 0) < vbench.get("prompts_expected", 0):
         row.notes["vbench"] = (f"over {vbench['prompts_scored']} of the {vbench['prompts_expected']} VBench prompts "
@@ -168,23 +181,54 @@ def _fidelity_cells(row: Row, fidelity: dict | None) -> None:
             row.notes[key] = "not evaluated against BF16: `fsbench eval RUN --reference BF16_RUN`"
         return
     metrics = fidelity.get("metrics") or {}
+    source = fidelity.get("source") or {"kind": "mp4"}  # scores from before kept frames read the mp4s
     for key in FIDELITY:
-        mean = store.number((metrics.get(key) or {}).get("mean"))
+        entry = metrics.get(key) or {}
+        mean = store.number(entry.get("mean"))
         row.values[key] = mean
+        if isinstance(entry.get("ci95"), list):
+            row.intervals[key] = [float(v) for v in entry["ci95"]]
         if key in (fidelity.get("not_computed") or {}):
             row.notes[key] = (f"{key.upper()} not computed: weights missing (`fsbench eval` lists the files, "
                               "scripts/fetch_eval_weights.py fetches them)")
         elif mean is None:
             row.notes[key] = f"{key.upper()} not computed for this run"
+        elif key == "psnr" and entry.get("identical"):
+            row.notes[key] = (f"{entry['identical']} prompt(s) identical to the reference (no finite PSNR): counted, "
+                              f"left out of the mean over the other {entry.get('prompts')}")
         elif fidelity.get("prompts_compared", 0) < fidelity.get("prompts_expected", 0):
             row.notes[key] = (f"mean over {fidelity['prompts_compared']} of {fidelity['prompts_expected']} prompts; "
                               "the others are listed in RUN/eval/summary.json")
+        elif source.get("kind") != "frames" and mean is not None:
+            row.notes[key] = ("scored on the mp4 files (lossy: the codec's error is in the score); the runs kept no "
+                              "lossless frames" if source.get("kind") == "mp4" else
+                              f"{source.get('mp4')} of {fidelity.get('prompts_compared')} prompts scored on the mp4 "
+                              "files (lossy), the others on the kept lossless frames")
+
+
+def _codec_floors(rows: list[Row], summaries: list[dict]) -> None:
+    """The reference row's codec floor: its kept frames against its own mp4, as a run scored against it found."""
+    for summary in summaries:
+        fidelity = summary.get("fidelity") or {}
+        floor = fidelity.get("codec_floor")
+        base = next((r for r in rows if r.reference and str(r.run.path) == str(Path(fidelity.get("reference") or "."))),
+                    None)
+        if base is not None and isinstance(floor, dict) and not base.codec_floor:
+            base.codec_floor = {k: v for k, v in floor.items() if isinstance(v, dict) and v.get("mean") is not None}
 
 
 def _performance_cells(row: Row) -> None:
     single = row.run.performance("SingleStream")
     offline = row.run.performance("Offline")
     row.values["latency_s"] = single.latency_p90_s
+    row.values["latency_p50_s"] = single.latency_p50_s
+    row.values["queries"] = single.query_count
+    latencies = single.query_latencies_s
+    if latencies:
+        row.intervals["latency_s"] = intervals.interval(latencies, intervals.percentile(90))
+        row.intervals["latency_p50_s"] = intervals.interval(latencies, intervals.percentile(50))
+    elif single.latency_p90_s is not None:
+        row.notes["queries"] = "the run predates per-query latencies: no interval on its latencies"
     row.values["offline_sps"] = offline.samples_per_second
     row.values["joules"] = single.joules_per_video
     if single.joules_per_video is None:
@@ -217,16 +261,38 @@ def _speedups(rows: list[Row]) -> None:
             row.notes.setdefault("speedup", "no SingleStream latency")
         else:
             row.values["speedup"] = base.values["latency_s"] / latency
+            mine, theirs = row.run.performance("SingleStream"), base.run.performance("SingleStream")
+            if row is base:
+                continue  # 1 by definition: no interval, nothing to mark
+            if mine.query_latencies_s and theirs.query_latencies_s:
+                row.intervals["speedup"] = intervals.ratio_interval(theirs.query_latencies_s, mine.query_latencies_s,
+                                                                    intervals.percentile(90))
+            if not (mine.valid and theirs.valid):
+                row.invalid.add("speedup")
+                row.notes["speedup"] = NOT_VALID
 
 
-def _cell(value, fmt: str) -> str:
+def _cell(value, fmt: str, interval: list[float] | None = None, invalid: bool = False) -> str:
+    """A value as the tables print it: its 95 % interval after it in brackets, in parentheses where it is not a
+    figure (`invalid`: a speedup of runs LoadGen did not mark VALID)."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
     if math.isinf(value):
         return "inf"
-    return fmt.format(value)
+    text = fmt.format(value)
+    if interval:
+        text += f" [{fmt.format(interval[0])}, {fmt.format(interval[1])}]"
+    return f"({text})" if invalid else text
+
+
+def cell(row: Row, key: str, fmt: str) -> str:
+    """Row `row`'s cell of column `key`: the reference's fidelity cells name its codec floor where one was found."""
+    if row.reference and key in FIDELITY and key in row.codec_floor:
+        floor = row.codec_floor[key]
+        return f"reference (codec floor {_cell(floor['mean'], fmt, floor.get('ci95'))})"
+    return _cell(row.values.get(key), fmt, row.intervals.get(key), key in row.invalid)
 
 
 def _footnotes(rows: list[Row], columns: list = COLUMNS) -> tuple[dict[str, int], dict[tuple[int, str], int]]:
@@ -249,7 +315,7 @@ def markdown(rows: list[Row], caption: str) -> str:
     for i, row in enumerate(rows):
         cells = [row.label]
         for key, _, fmt in COLUMNS:
-            text = _cell(row.values.get(key), fmt)
+            text = cell(row, key, fmt)
             if (i, key) in marks:
                 text = f"{text} [{marks[(i, key)]}]".strip()
             cells.append(text)
@@ -305,9 +371,16 @@ def caption(rows: list[Row]) -> str:
                else f"{base} latency / latency")
     return (f"VBench per dimension and overall on the 0-100 scale (overall = mean of the six; MLPerf pass mark "
             f"{PASS_MARK}). PSNR, SSIM and LPIPS compare every 4th frame with the same frame of the {base} video of "
-            "the same prompt, mean over prompts. Latency: LoadGen SingleStream 90th percentile; speedup = "
-            f"{speedup}. Energy: the GPU's joules per video (NVML's counter, else nvidia-smi power "
-            "integrated), mean over the profiled videos. Empty cells: see the numbered notes below the table.")
+            "the same prompt (the paper's Tables 6 and 7), on the frames each run kept losslessly (else on the mp4s, "
+            "as the notes say); per prompt, PSNR from the MSE pooled over its frames (prompts identical to the "
+            "reference are counted, not averaged), SSIM with scikit-image's 7x7 window on RGB, LPIPS with AlexNet "
+            f"v0.1, each the mean over its frames; then the mean over prompts. The {base} row's codec floor is its "
+            "kept frames against its own mp4: the codec's share of any score read from mp4s. [low, high]: 95 % "
+            f"percentile-bootstrap interval ({intervals.RESAMPLES} resamples, seed {intervals.SEED}) over prompts, "
+            "for latencies over queries. Latency: LoadGen SingleStream 50th and 90th percentiles; speedup = "
+            f"{speedup} at the 90th percentile, in parentheses where LoadGen did not mark both runs VALID. Energy: "
+            "the GPU's joules per video (NVML's counter, else nvidia-smi power integrated), mean over the profiled "
+            "videos. Empty cells: see the numbered notes below the table.")
 
 
 def relative_to(path: Path, out: Path) -> str:
@@ -319,17 +392,28 @@ def relative_to(path: Path, out: Path) -> str:
 def write_tables(rows: list[Row], out: Path) -> dict[str, Path]:
     numbers, marks = _footnotes(rows)
     keys = [k for k, _, _ in COLUMNS]
+    bounds = [f"{k}_{end}" for k in keys for end in ("low", "high")]
     csv_rows = [{"schedule": r.label, "run": relative_to(r.run.path, out),
                  "role": "reference" if r.reference else "", "configuration": r.configuration,
-                 **{k: (None if isinstance(r.values.get(k), str) else r.values.get(k)) for k in keys}} for r in rows]
+                 **{k: (None if isinstance(r.values.get(k), str) else r.values.get(k)) for k in keys},
+                 **{f"{k}_{end}": r.intervals[k][j] for k in keys if r.intervals.get(k)
+                    for j, end in enumerate(("low", "high"))},
+                 "speedup_valid": None if r.values.get("speedup") is None else "speedup" not in r.invalid}
+                for r in rows]
     columns, cells = configuration_columns(rows)
     paths = {"md": out / "compare.md", "csv": out / "compare.csv", "json": out / "compare.json"}
     store.write_text(paths["md"], markdown(rows, caption(rows)))
-    store.write_csv(paths["csv"], csv_rows, ["schedule", "run", "role", "configuration", *keys])
+    store.write_csv(paths["csv"], csv_rows, ["schedule", "run", "role", "configuration", *keys, "speedup_valid",
+                                             *(b for b in bounds if any(c.get(b) is not None for c in csv_rows))])
     store.write_json(paths["json"], {
         "caption": caption(rows),
         "columns": {k: h for k, h, _ in COLUMNS},
-        "rows": [{**c, "notes": {k: marks[(i, k)] for k in keys if (i, k) in marks}} for i, c in enumerate(csv_rows)],
+        "interval": intervals.METHOD,
+        "rows": [{**c, "cells": {k: cell(r, k, f) for k, _, f in COLUMNS},
+                  "ci95": {k: r.intervals[k] for k in keys if r.intervals.get(k)},
+                  "codec_floor": r.codec_floor or None,
+                  "notes": {k: marks[(i, k)] for k in keys if (i, k) in marks}}
+                 for i, (c, r) in enumerate(zip(csv_rows, rows))],
         "footnotes": {str(n): note for note, n in numbers.items()},
         "configurations": columns,  # each schedule's row (an index into rows) per configuration
         "by_configuration": {schedule: {c: runs.get(c) for c in columns} for schedule, runs in cells.items()}

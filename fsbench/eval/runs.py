@@ -23,6 +23,8 @@ class Performance:
     valid: bool | None = None
     joules_per_video: float | None = None
     energy_note: str | None = None  # why there is no energy figure
+    query_count: int | None = None
+    query_latencies_s: tuple[float, ...] = ()  # each query's, as the SUT timed it (runs from before have none)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,13 @@ class Run:
     def video(self, prompt: str) -> Path:
         return self.videos_dir / rundir.video_name(prompt)
 
+    def kept_frames(self, prompt: str) -> Path:
+        """The losslessly kept frames of `prompt`'s video (`rundir.kept_frames`); a run from before may have none."""
+        return rundir.kept_frames(self.path, prompt)
+
+    def kept_frames_sha256(self, prompt: str) -> str | None:
+        return _sha256_of(self.kept_frames(prompt))
+
     def videos_present(self) -> list[str]:
         """Prompts with a finished video (temp files of an interrupted write start with a dot and are skipped)."""
         if not self.videos_dir.is_dir():
@@ -103,11 +112,7 @@ class Run:
 
     def video_sha256(self, prompt: str) -> str | None:
         """The sha256 of `prompt`'s video (None when there is none): what a cached score is keyed to."""
-        video = self.video(prompt)
-        if not video.is_file():
-            return None
-        stat = video.stat()
-        return _file_sha256(str(video), stat.st_size, stat.st_mtime_ns)
+        return _sha256_of(self.video(prompt))
 
     def videos_digest(self, prompts: list[str]) -> str:
         """One digest of the videos of `prompts` (and of which are missing): scores record it, compare checks it."""
@@ -137,6 +142,13 @@ class Run:
         return found or Performance()
 
 
+def _sha256_of(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+
+
 @functools.lru_cache(maxsize=4096)
 def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     """Content hash, remembered per (path, size, mtime) within one process only."""
@@ -159,7 +171,11 @@ def _from_manifest(manifest: Mapping[str, Any], scenario: str) -> Performance | 
         valid = valid.upper() == "VALID"
     if p50 is None and p90 is None and sps is None:
         return None
-    return Performance(_ns_to_s(p50), _ns_to_s(p90), sps, valid, *_energy(entry))
+    count = _first(entry, "query_count", "result_query_count")
+    latencies = entry.get("query_latencies_ns")
+    per_query = tuple(v / 1e9 for v in latencies if isinstance(v, (int, float))) if isinstance(latencies, list) else ()
+    return Performance(_ns_to_s(p50), _ns_to_s(p90), sps, valid, *_energy(entry),
+                       query_count=None if count is None else int(count), query_latencies_s=per_query)
 
 
 def _energy(entry: dict) -> tuple[float | None, str | None]:

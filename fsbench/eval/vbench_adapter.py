@@ -1,4 +1,6 @@
 """VBench as the MLPerf reference runs it: six dimensions, standard mode, full-info JSON, overall = mean x 100.
+A run with none of VBench's prompts is scored in VBench's custom-input mode on the four dimensions it supports,
+with an overall over those four (said as such: it is not the benchmark's score).
 
 vbench 0.1.5 pins transformers 4.33 and numpy<2, so it lives in its own environment (scripts/setup_vbench_env.sh)
 and runs in a subprocess (eval/vbench_runner.py, JSON in and out). This side stages the run's `<prompt>-0.mp4`
@@ -28,9 +30,39 @@ from fsbench.rundir import BENCHMARK, VIDEO_SUFFIX
 
 DIMENSIONS = ("subject_consistency", "background_consistency", "motion_smoothness", "dynamic_degree",
               "appearance_style", "scene")
+# Of the six, those VBench's custom-input mode scores (its `check_dimension_requires_extra_info` refuses the
+# others: they need VBench's own per-prompt information). A run of other prompts is scored on these.
+CUSTOM_DIMENSIONS = ("subject_consistency", "background_consistency", "motion_smoothness", "dynamic_degree")
+STANDARD, CUSTOM = "vbench_standard", "custom_input"
 MLPERF_REFERENCE_SCORE = 70.48
 PASS_MARK = 69.7752  # 0.99 x 70.48, the checker's threshold
 RUNNER = Path(__file__).resolve().with_name("vbench_runner.py")
+# MLPerf's reference pins VBench as a submodule at Vchitect/VBench 07bc8a4b, whose setup.py says this version
+PINNED_VERSION = "0.1.5"
+PROBE_SECONDS = 300  # `import vbench` loads torch and its models' code: slow on a cold disk, never minutes more
+
+
+def _environment() -> dict[str, str]:
+    """What the VBench process sees: offline, no user site, not this environment's PYTHONPATH."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def vbench_version(python: Path) -> str:
+    """The vbench version `python` imports, as the runner would import it; FsbenchError naming the failure (and
+    the command that rebuilds the environment) when `import vbench` fails there."""
+    code = "import importlib.metadata as m, vbench; print(m.version('vbench'))"
+    fix = "rebuild it with scripts/setup_vbench_env.sh, or point FSBENCH_VBENCH_PYTHON at a working one"
+    try:
+        done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=PROBE_SECONDS,
+                              env=_environment(), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FsbenchError(f"{python} cannot run `import vbench` ({type(exc).__name__}): {fix}") from exc
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise FsbenchError(f"`import vbench` fails in {python} ({tail[:160]}): {fix}")
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "unknown"
 
 
 def vbench_python() -> Path:
@@ -83,10 +115,11 @@ def stage_videos(run: Run, prompts: Iterable[str], staging: Path) -> list[str]:
     return present
 
 
-def overall(scores: dict[str, float | None]) -> float | None:
-    """MLPerf's vbench_score: the plain mean of the six dimension averages, x 100; None unless all six exist."""
-    values = [float(v) for d in DIMENSIONS if (v := scores.get(d)) is not None]
-    if len(values) < len(DIMENSIONS):
+def overall(scores: dict[str, float | None], dimensions: tuple[str, ...] = DIMENSIONS) -> float | None:
+    """MLPerf's vbench_score: the plain mean of the six dimension averages, x 100; None unless all six exist.
+    A custom prompt set's overall is the same mean over the dimensions custom-input mode scores."""
+    values = [float(v) for d in dimensions if (v := scores.get(d)) is not None]
+    if len(values) < len(dimensions):
         return None
     return 100.0 * sum(values) / len(values)
 
@@ -163,13 +196,24 @@ def evaluate(run: Run, dimensions: Iterable[str] = DIMENSIONS, device: str = "au
     dimensions = [d for d in DIMENSIONS if d in set(dimensions)]
     data = data_dir()
     full_info_path = data / "VBench_full_info.json"
-    per_dim = dimension_prompts(json.loads(full_info_path.read_text()), dimensions)
+    full_info = json.loads(full_info_path.read_text())
+    known = {e["prompt_en"] for e in full_info}
+    mode = STANDARD if any(p in known for p in run.prompts()) else CUSTOM  # VBench's prompts, or none of them
+    unsupported = {}
+    if mode == CUSTOM:  # prompts VBench does not know: each supported dimension scores every video
+        unsupported = {d: f"VBench {d} not computed: the run's prompts are not VBench's, and VBench's custom-input "
+                          "mode cannot score it (it needs VBench's own per-prompt information)"
+                       for d in dimensions if d not in CUSTOM_DIMENSIONS}
+        per_dim = {d: list(run.prompts()) for d in dimensions if d in CUSTOM_DIMENSIONS}
+    else:
+        per_dim = dimension_prompts(full_info, dimensions)
     expected = sorted({p for prompts in per_dim.values() for p in prompts})
     work = run.eval_dir / "vbench"
     staged = stage_videos(run, expected, work / "videos")
-    key = _video_key(run, staged)
+    key = _video_key(run, staged) + ([] if mode == STANDARD else [[CUSTOM]])
     not_computed = {d: weights.describe_missing(f"VBench {d}", files)
-                    for d, files in missing_weights(dimensions).items()}
+                    for d, files in missing_weights([d for d in dimensions if d not in unsupported]).items()}
+    not_computed.update(unsupported)
     results: dict[str, dict] = {}
     todo = []
     for dim in dimensions:
@@ -185,19 +229,19 @@ def evaluate(run: Run, dimensions: Iterable[str] = DIMENSIONS, device: str = "au
         else:
             not_computed[dim] = f"VBench {dim} not computed: the run has none of its {len(set(per_dim[dim]))} prompts"
     if todo:
-        for dim, result in _run_runners(work, full_info_path, todo, device, gpus):
+        for dim, result in _run_runners(work, full_info_path, todo, device, gpus, mode):
             result["videos_key"] = key
             store.write_json(work / f"{dim}.json", result)
             results[dim] = result
             if on_dimension:
                 on_dimension(dim)
-    summary = _summarize(run, dimensions, per_dim, staged, results, not_computed, expected)
+    summary = _summarize(run, dimensions, per_dim, staged, results, not_computed, expected, mode)
     store.update_json(run.eval_dir / "summary.json", "vbench", summary)
     return summary
 
 
 def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str], results: dict,
-               not_computed: dict, expected: list[str]) -> dict:
+               not_computed: dict, expected: list[str], mode: str = STANDARD) -> dict:
     staged_set = set(staged)
     dims = {}
     for dim in DIMENSIONS:
@@ -209,9 +253,12 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
             entry["score"] = None
             entry["not_computed"] = not_computed.get(dim, f"VBench {dim} not requested")
         dims[dim] = entry
-    score = overall({d: dims[d]["score"] for d in DIMENSIONS})
+    in_overall = DIMENSIONS if mode == STANDARD else CUSTOM_DIMENSIONS
+    score = overall({d: dims[d]["score"] for d in DIMENSIONS}, in_overall)
     summary = {
+        "mode": mode,
         "dimensions": dims,
+        "dimensions_in_overall": list(in_overall),
         "overall": score,
         "prompts_expected": len(expected),
         "prompts_scored": len(staged),
@@ -220,7 +267,7 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
         "weights": {d: [str(w.path) for w in weights.vbench_weights()[d]] for d in dimensions},
         "videos_sha256": run.videos_digest(run.prompts()),  # compare shows these scores only for these videos
     }
-    if run.preset == "mlperf":
+    if run.preset == "mlperf" and mode == STANDARD:  # a custom prompt set's overall is not the benchmark's score
         final = score if not summary["missing_videos"] else None  # a score of every video, or none
         files = write_submission_files(run, final, data_dir())
         summary["accuracy"] = {"vbench_score": None if final is None else round(final, 4),
@@ -228,18 +275,18 @@ def _summarize(run: Run, dimensions: list[str], per_dim: dict, staged: list[str]
     return summary
 
 
-def _run_runners(work: Path, full_info: Path, dimensions: list[str], device: str, gpus: int):
+def _run_runners(work: Path, full_info: Path, dimensions: list[str], device: str, gpus: int, mode: str = STANDARD):
     """One runner for all dimensions, or with `gpus` > 1 the dimensions dealt over that many runners at once (the
     i-th seeing only GPU i, checked before any starts); yield (dimension, result) as each one finishes, in this
     thread."""
     if gpus <= 1 or len(dimensions) <= 1:
-        yield from _run_runner(work, full_info, dimensions, device)
+        yield from _run_runner(work, full_info, dimensions, device, mode=mode)
         return
     finished: queue.Queue = queue.Queue()
 
     def run_share(gpu: int, share: list[str]) -> None:
         try:
-            for item in _run_runner(work, full_info, share, device, gpu=(gpu, visible[gpu])):
+            for item in _run_runner(work, full_info, share, device, gpu=(gpu, visible[gpu]), mode=mode):
                 finished.put(item)
             finished.put(None)
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
@@ -263,18 +310,17 @@ def _run_runners(work: Path, full_info: Path, dimensions: list[str], device: str
 
 
 def _run_runner(work: Path, full_info: Path, dimensions: list[str], device: str,
-                gpu: tuple[int, str] | None = None):
+                gpu: tuple[int, str] | None = None, mode: str = STANDARD):
     """Run eval/vbench_runner.py in the vbench environment; yield (dimension, result) as each one finishes.
     With `gpu` (its index and its CUDA_VISIBLE_DEVICES value), the runner sees only that GPU and keeps its own job
     file and log."""
     python = vbench_python()
     tag = "" if gpu is None else f"-gpu{gpu[0]}"
     job = {"videos_path": str(work / "videos"), "full_info": str(full_info), "output_path": str(work / "raw"),
-           "dimensions": dimensions, "device": device, "results_dir": str(work / "raw")}
+           "dimensions": dimensions, "device": device, "results_dir": str(work / "raw"), "mode": mode}
     store.write_json(work / f"job{tag}.json", job)
     log_path = work / f"vbench{tag}.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONNOUSERSITE": "1"}
-    env.pop("PYTHONPATH", None)
+    env = _environment()
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu[1]
     with open(files.guard_file(log_path), "w") as log:

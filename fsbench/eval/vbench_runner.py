@@ -1,9 +1,9 @@
 """Runs inside the vbench environment (.venv-vbench): `python vbench_runner.py JOB.json`.
 
 Imports nothing from fsbench (that environment has transformers 4.33 and numpy<2, not fsbench's stack). For each
-dimension of the job it calls VBench's own `evaluate` in standard mode with local checkpoints, as the MLPerf
-reference does, writes `<results_dir>/<dimension>.json` and prints one JSON line
-`{"dimension": ..., "result": path}` on stdout; VBench's own chatter goes to stderr.
+dimension of the job it calls VBench's own `evaluate` in the job's mode (standard, as the MLPerf reference does; a
+custom prompt set's custom-input) with local checkpoints, writes `<results_dir>/<dimension>.json` and prints one
+JSON line `{"dimension": ..., "result": path}` on stdout; VBench's own chatter goes to stderr.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def run_dimension(job: dict, dimension: str, device: str) -> str:
     bench = VBench(device, job["full_info"], job["output_path"])
     with contextlib.redirect_stdout(sys.stderr):
         bench.evaluate(videos_path=job["videos_path"], name=dimension, dimension_list=[dimension], local=True,
-                       mode="vbench_standard")
+                       mode=job.get("mode", "vbench_standard"))
     with open(os.path.join(job["output_path"], f"{dimension}_eval_results.json")) as f:
         score, per_video = json.load(f)[dimension]
     result = {

@@ -10,7 +10,7 @@ import click
 from fsbench.errors import FsbenchError
 from fsbench.folders import refuse_foreign
 from fsbench.harness.cli import evaluate, params, submission as cli_submission
-from fsbench.harness.run import lock, logs, plan as plans
+from fsbench.harness.run import lock, logs, plan as plans, preflight
 
 if TYPE_CHECKING:
     from fsbench.harness.run.campaign import Compare, Evaluate, Package
@@ -69,6 +69,8 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
                        + ("" if plan.submission is not None else " (add a [submission] table to package them)"))
         for problem in problems:
             click.echo(f"submission: cannot package for the {division} division: {problem}")
+    preflight.refuse_unscorable(work.metrics_to_score(), f"campaign {plan_file}")  # before the first video
+    if dry_run:
         return
     if plan.submission is not None and problems:
         raise FsbenchError(f"{plan_file}: submission: the runs could not be packaged ({'; '.join(problems)}); "

@@ -90,10 +90,11 @@ def _fidelity(run, reference, metrics: list[str], workers: int) -> list[str]:
     for message in result.not_computed.values():
         _warn(message)
     means = result.summary["metrics"]
-    shown = "  ".join(f"{m.upper()} {fidelity.format_metric(means[m]['mean'], 2 if m == 'psnr' else 3)}"
-                      for m in metrics if m in means)
+    shown = "  ".join(fidelity.describe_mean(m, means[m]) for m in metrics if m in means)
+    source = result.summary["source"]
+    read = "" if source["kind"] == "frames" else f", {source['mp4']} scored on the lossy mp4s (no kept frames)"
     click.echo(f"fidelity vs {reference.path} (every {fidelity.FRAME_STEP}th frame, "
-               f"{result.summary['prompts_compared']} of {result.summary['prompts_expected']} prompts): {shown}")
+               f"{result.summary['prompts_compared']} of {result.summary['prompts_expected']} prompts{read}): {shown}")
     incomplete = [f"{len(result.problems)} prompt(s) not compared"] if result.problems else []
     return incomplete + [f"{m} not computed (weights missing)" for m in result.not_computed]
 
@@ -110,7 +111,9 @@ def _vbench(run, gpus: int) -> list[str]:
         _warn(message)
     dims = "  ".join(f"{d} {100 * v['score']:.2f}" for d, v in summary["dimensions"].items() if v["score"] is not None)
     overall = summary["overall"]
-    click.echo(f"VBench ({summary['prompts_scored']} of {summary['prompts_expected']} prompts): {dims}  "
+    mode = ("" if summary.get("mode") != vbench_adapter.CUSTOM else
+            f", custom prompts: custom-input mode, overall of {len(summary['dimensions_in_overall'])} dimensions")
+    click.echo(f"VBench ({summary['prompts_scored']} of {summary['prompts_expected']} prompts{mode}): {dims}  "
                f"overall {'-' if overall is None else f'{overall:.2f}'}")
     accuracy = summary.get("accuracy")
     if accuracy and accuracy["vbench_score"] is not None:
@@ -124,7 +127,9 @@ def _vbench(run, gpus: int) -> list[str]:
     no_weights = [d for d, why in summary["not_computed"].items() if "weights missing" in why]
     if no_weights:
         incomplete.append(f"VBench {', '.join(no_weights)} not computed (weights missing)")
-    return incomplete + [f"VBench {d} not computed" for d in summary["not_computed"] if d not in no_weights]
+    scored = summary.get("dimensions_in_overall") or vbench_adapter.DIMENSIONS  # the others: not in this mode
+    return incomplete + [f"VBench {d} not computed" for d in summary["not_computed"]
+                         if d not in no_weights and d in scored]
 
 
 def _refuse_repeats(runs: tuple[Path, ...]) -> None:

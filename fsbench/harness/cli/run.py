@@ -8,6 +8,7 @@ from typing import Any
 import click
 import torch
 
+from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.folders import claim
 from fsbench.harness.cli import params
@@ -112,6 +113,9 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
               help="Accuracy mode: keep the intact videos of the same settings the run folder already holds (an "
                    "interrupted pass resumes) instead of generating every one; the manifest records how many were "
                    "reused, and a closed-division package refuses such a run.")
+@click.option("--keep-all-frames", is_flag=True,
+              help="Accuracy mode: keep every frame losslessly in RUN/frames/ (about 4 times the disk), not only "
+                   "the every 4th that eval compares.")
 @click.option("--capture-qkv", type=params.NON_NEGATIVE_INT, default=0, show_default=True,
               help="With --capture: also save q, k, v of the N calls with the highest rollback rates.")
 @click.option("--audit", type=click.Choice(["TEST04"]),
@@ -134,10 +138,13 @@ def _prepare(schedule: Any, kw: dict[str, Any]) -> orchestrator.RunSpec:
 @_generation
 @_loadgen
 def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool, reuse: bool, capture_qkv: int,
-        profile: bool, warm_up: bool, audit: str | None, **kw: Any) -> None:
+        profile: bool, warm_up: bool, audit: str | None, keep_all_frames: bool, **kw: Any) -> None:
     """Run one LoadGen scenario and mode of one precision schedule."""
     if reuse and mode != "accuracy":
         raise FsbenchError("--reuse keeps the videos of an accuracy pass: add --mode accuracy or leave --reuse out")
+    if keep_all_frames and mode != "accuracy":
+        raise FsbenchError("--keep-all-frames keeps the frames of an accuracy pass (a timed query keeps none): add "
+                           "--mode accuracy or leave it out")
     spec = _prepare(schedule, kw)
     opts = loadgen.LoadgenOptions(scenario, mode, kw["user_conf"], kw["count"], kw["time_s"],
                                   kw["target_latency_ms"], kw["target_qps"], audit)
@@ -151,7 +158,8 @@ def run(scenario: str, mode: str, schedule: str, out: Path | None, capture: bool
     system = kw["system"] or orchestrator.default_system(spec.model_tag, device)
     loadgen.build_test_settings(opts, len(spec.prompts.texts))  # a bad user.conf fails before any work
     job = orchestrator.Job(spec, opts, run_dir, system, kw["impl"], layout, options, profile,
-                           capture_qkv if capture else None, warm_up, reuse)
+                           capture_qkv if capture else None, warm_up, reuse,
+                           keep_frames=1 if keep_all_frames else rundir.KEPT_FRAME_STEP)
     interrupts.watch(run_dir, spec.prompts.texts)
     _announce(spec, len(spec.prompts.texts) if mode == "accuracy" else kw["count"] or len(spec.prompts.texts), device)
     with lock.hold(*([run_dir] if team.leads_job() else [])):  # the leading process holds it for every rank

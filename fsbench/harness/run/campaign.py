@@ -170,6 +170,11 @@ class Campaign:
             found.append((stage, why))
         return found
 
+    def metrics_to_score(self) -> tuple[str, ...]:
+        """The metrics of the eval stages still to run (what must be scorable here before any video is made)."""
+        pending = [self._metrics(stage.index) for stage, why in self.pending() if stage.kind == "eval" and why is None]
+        return tuple(m for m in rundir.EVAL_METRICS if any(m in chosen for chosen in pending))
+
     def execute(self, evaluate: Evaluate, compare: Compare, package: Package) -> None:
         """Run the pending stages in order under one plan bar, each weighed by its estimated seconds; `evaluate`,
         `compare` and `package` are the CLI's commands. Every generation stage to run goes to the orchestrator at
@@ -297,8 +302,9 @@ class Campaign:
             return None
         digest = spec.made_with(self.plan.impl, self.pixels)
         folder = rundir.videos_dir(run)
-        if all(made_with.reusable(folder / rundir.video_name(p), digest) for p in spec.prompts.texts):
-            return "every video is there, made with these settings"
+        if all(made_with.reusable(folder / rundir.video_name(p), digest) and rundir.kept_frames(run, p).is_file()
+               for p in spec.prompts.texts):
+            return "every video is there, made with these settings, with its kept frames"
         return None
 
     @staticmethod
@@ -317,6 +323,7 @@ class Campaign:
         return manifest if (manifest.get("prompts") or {}).get("sha256") == spec.prompts.sha256 else None
 
     def _scored(self, index: int) -> bool:
+        from fsbench.eval.fidelity import METHOD
         from fsbench.eval.runs import Run
 
         run = Run.open(self.runs[index])
@@ -331,8 +338,11 @@ class Campaign:
                     or Path(fidelity["reference"]).resolve() != reference.resolve()
                     or fidelity.get("prompts_compared") != len(prompts)):
                 return False
+            if fidelity.get("method_version") != METHOD:  # scores of an earlier method are computed again
+                return False
             means = fidelity.get("metrics") or {}
-            if any((means.get(m) or {}).get("mean") is None for m in metrics if m != "vbench"):
+            if any((means.get(m) or {}).get("mean") is None and (means.get(m) or {}).get("identical") != len(prompts)
+                   for m in metrics if m != "vbench"):
                 return False
         if "vbench" in metrics:
             vbench = summary.get("vbench") or {}

@@ -67,6 +67,16 @@ def encode(frames: Any, path: Path, fps: int, expected: tuple[int, int, int]) ->
         raise RuntimeError(f"{path} decodes to {found} (frames, height, width), not {expected}")
 
 
+def keep(frames: Any, path: Path, fps: int) -> None:
+    """Keep (F, H, W, 3) frames in [0, 1] losslessly, quantized as the mp4's are (`encode`): the model's own
+    frames, which fidelity compares where the mp4 would add the codec's error."""
+    import numpy as np
+
+    from fsbench.eval.video_io import write_video
+
+    write_video(path, (np.asarray(frames) * 255).astype(np.uint8), fps=fps, lossless=True)
+
+
 def record(video: Path, digest: str, found: tuple[int, int, int], kernels: Mapping[str, str]) -> None:
     """Write the sidecar of a video just written and checked (`encode`): `found` is its (frames, height, width)."""
     files.atomic_write_text(sidecar(video), json.dumps(

@@ -69,6 +69,7 @@ class Job:
     capture_qkv: int | None = None
     warm_up: bool = False
     reuse: bool = False
+    keep_frames: int = rundir.KEPT_FRAME_STEP  # an accuracy pass keeps every N-th frame losslessly (1: all)
 
 
 def prepare(model: str, preset: str, schedule: str | Schedule, prompts_file: Path | None, num_prompts: int | None,
@@ -138,13 +139,16 @@ class VideoGenerator:
     """`generate(qsl_index) -> video path relative to the run`: the one function LoadGen's SUT calls.
 
     Videos are encoded to mp4 next to their final name, renamed into place, checked to decode and recorded with
-    `made_with` (harness.run.made_with). With `reuse`, a video that exists, was made with the same `made_with` and is
-    intact is returned as is: a resumed accuracy pass never regenerates finished work, and never trusts a name.
+    `made_with` (harness.run.made_with). With `keep_frames` N (an accuracy pass: never inside a timed query), every
+    N-th frame is also kept losslessly in RUN/frames/, the frames fidelity compares. With `reuse`, a video that
+    exists, was made with the same `made_with` and is intact is returned as is: a resumed accuracy pass never
+    regenerates finished work, and never trusts a name.
     """
 
     def __init__(self, pipe: Any, spec: RunSpec, run: Path, router: SelfAttentionRouter | None, reuse: bool,
-                 profiler: Profiler | None = None, made_with: str = ""):
+                 profiler: Profiler | None = None, made_with: str = "", keep_frames: int | None = None):
         self.pipe, self.spec, self.run, self.router, self.reuse = pipe, spec, run, router, reuse
+        self.keep_frames = keep_frames
         self.made_with = made_with or spec.made_with("auto", None)
         self.profiler = profiler or NullProfiler()
         self.latent = spec.latent.to(pipe.device)
@@ -166,7 +170,11 @@ class VideoGenerator:
         return rundir.videos_dir(self.run) / rundir.video_name(self.spec.prompts.texts[index])
 
     def can_reuse(self, index: int) -> bool:
-        return self.reuse and artifacts.reusable(self.path(index), self.made_with)
+        """An intact video of these settings, with its kept frames where this pass keeps them (a video a
+        performance run made has none: it is made again, not scored on its mp4)."""
+        kept = rundir.kept_frames(self.run, self.spec.prompts.texts[index])
+        return self.reuse and artifacts.reusable(self.path(index), self.made_with) and (
+            not self.keep_frames or kept.is_file())
 
     def warm_up(self) -> dict[str, Any]:
         """One denoising step of prompt 0 per attention format of the schedule, before LoadGen starts (the
@@ -202,8 +210,13 @@ class VideoGenerator:
             with self.profiler.region("video_encode"):
                 s = self.spec.settings
                 expected = (s.num_frames, s.height, s.width)
+                kept = rundir.kept_frames(self.run, self.spec.prompts.texts[index])
+                if self.keep_frames:
+                    kept.unlink(missing_ok=True)  # never the frames of an earlier video beside this one
                 files.atomic_write(path, lambda tmp: artifacts.encode(frames, tmp, s.fps, expected))
                 try:
+                    if self.keep_frames:
+                        artifacts.keep(frames[::self.keep_frames], kept, s.fps)
                     artifacts.record(path, self.made_with, expected,
                                      self.router.kernels_used if self.router is not None else {})
                 except BaseException:  # a video without its record is one no resume trusts: it goes with the error
@@ -257,7 +270,8 @@ def _follow(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any]) -> Non
     router.install(pipe)
     try:
         team.follow(VideoGenerator(pipe, job.spec, job.run, router, reuse=job.reuse and job.opts.mode == "accuracy",
-                                   made_with=job.spec.made_with(job.impl, speed)))
+                                   made_with=job.spec.made_with(job.impl, speed),
+                                   keep_frames=job.keep_frames if job.opts.mode == "accuracy" else None))
     finally:
         router.uninstall()
 
@@ -277,8 +291,9 @@ def run_scenario(pipe: Any, job: Job, team: teams.Team, speed: dict[str, Any] | 
     profiler = Profiler(pipe.device) if job.profile else None
     # Only an accuracy pass asked to may reuse finished videos, and never under --capture, which must see every call.
     reuse = job.reuse and opts.mode == "accuracy" and capture is None
-    generator = VideoGenerator(pipe, spec, run, router, reuse=reuse,
-                               profiler=profiler, made_with=spec.made_with(job.impl, speed))
+    generator = VideoGenerator(pipe, spec, run, router, reuse=reuse, profiler=profiler,
+                               made_with=spec.made_with(job.impl, speed),
+                               keep_frames=job.keep_frames if opts.mode == "accuracy" else None)
     warmed = generator.warm_up() if job.warm_up else None
     if profiler is not None:
         profiler.install(pipe, router)

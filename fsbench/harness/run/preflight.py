@@ -159,15 +159,29 @@ def _vbench_data() -> Path:
     return folder
 
 
+def _vbench_environment() -> str:
+    """The VBench interpreter eval would use, with the vbench version it imports; FsbenchError unless that is the
+    version MLPerf's reference pins (a score of another VBench is not the benchmark's)."""
+    from fsbench.eval import vbench_adapter
+
+    python = vbench_adapter.vbench_python()
+    version = vbench_adapter.vbench_version(python)
+    if version != vbench_adapter.PINNED_VERSION:
+        raise FsbenchError(f"{python} imports vbench {version}, not the {vbench_adapter.PINNED_VERSION} MLPerf's "
+                           "reference pins: rebuild it with scripts/setup_vbench_env.sh")
+    return f"{python} (vbench {version}, as MLPerf pins)"
+
+
 def _evaluation() -> list[Check]:
-    from fsbench.eval import vbench_adapter, weights
+    from fsbench.eval import weights
 
     checks = []
-    for name, probe in (("VBench environment", vbench_adapter.vbench_python), ("VBench data", _vbench_data)):
+    for name, probe in (("VBench environment", _vbench_environment), ("VBench data", _vbench_data)):
         try:
             checks.append(Check(name, True, str(probe()), needed_by=("eval", "submission")))
         except FsbenchError as exc:
-            checks.append(Check(name, False, "not found", str(exc), ("eval", "submission")))
+            checks.append(Check(name, False, "not found" if name == "VBench data" else "not usable", str(exc),
+                                ("eval", "submission")))
     files = weights.lpips_weights() + [w for group in weights.vbench_weights().values() for w in group]
     missing = weights.missing(files)
     checks.append(Check("eval weights", not missing, f"{len(files) - len(missing)} of {len(files)} files present"
@@ -175,6 +189,46 @@ def _evaluation() -> list[Check]:
                         "" if not missing else "python scripts/fetch_eval_weights.py on a connected machine, then copy "
                         "the files to the same paths here", ("eval", "submission")))
     return checks
+
+
+def metric_problems(metrics: tuple[str, ...] | list[str]) -> list[Check]:
+    """What scoring `metrics` (psnr, ssim, lpips, vbench) needs and this machine lacks, each with its fix: the
+    weights, the VBench environment and data. A campaign, sweep or tune asks before its first video, not after."""
+    from fsbench.eval import weights
+
+    problems = []
+    if {"psnr", "ssim", "lpips"} & set(metrics) and importlib.util.find_spec("skimage") is None:
+        problems.append(Check("scikit-image", False, "not installed", "pip install -e '.[eval]'"))
+    if "lpips" in metrics:
+        missing = weights.missing(weights.lpips_weights())
+        if importlib.util.find_spec("lpips") is None:
+            problems.append(Check("lpips", False, "not installed", "pip install -e '.[eval]'"))
+        if missing:
+            problems.append(Check("LPIPS weights", False, ", ".join(str(w.path) for w in missing) + " missing",
+                                  "python scripts/fetch_eval_weights.py on a connected machine, then copy the files "
+                                  "to the same paths here"))
+    if "vbench" in metrics:
+        for name, probe in (("VBench environment", _vbench_environment), ("VBench data", _vbench_data)):
+            try:
+                probe()
+            except FsbenchError as exc:  # its message names the fix
+                problems.append(Check(name, False, str(exc)))
+        missing = weights.missing([w for group in weights.vbench_weights().values() for w in group])
+        if missing:
+            problems.append(Check("VBench weights", False, f"{len(missing)} file(s) missing, first {missing[0].path}",
+                                  "python scripts/fetch_eval_weights.py on a connected machine, then copy the files "
+                                  "to the same paths here"))
+    return problems
+
+
+def refuse_unscorable(metrics: tuple[str, ...] | list[str], what: str) -> None:
+    """FsbenchError in one line naming everything `metrics` lack here and the command that fixes each, so `what`
+    (a campaign, a tune) stops before its first video instead of after its last."""
+    problems = metric_problems(metrics)
+    if problems:
+        raise FsbenchError(f"{what} cannot score {','.join(metrics)} on this machine; nothing was generated: "
+                           + "; ".join(f"{p.name}: {p.found}" + (f" (fix: {p.fix})" if p.fix else "")
+                                       for p in problems))
 
 
 def diagnose(model: str, preset: str = "mlperf", prompts_file: Path | None = None,

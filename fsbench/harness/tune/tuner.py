@@ -15,10 +15,10 @@ import torch
 
 from fsbench import files
 from fsbench.errors import FsbenchError
-from fsbench.eval import store, weights
+from fsbench.eval import store
 from fsbench.harness.model import pipeline
 from fsbench.harness.precision.schedule import load_file, parse_spec
-from fsbench.harness.run import dataset, lock, orchestrator, writer
+from fsbench.harness.run import dataset, lock, orchestrator, preflight, writer
 from fsbench.harness.tune import budget as budgets_, costs as costs_, report, schedule_file, search, validate
 from fsbench.harness.tune.sensitivity import calibrate
 from fsbench.kernels.constants import MX_FORMATS
@@ -71,8 +71,7 @@ def run(req: Request, echo: Callable[[str], None]) -> dict[str, Any]:
     every = (search.REFERENCE, *req.formats)
     cost = costs_.load(req.costs_file, shape, every) if req.costs_file else None
     rest = costs_.rest_from_profile(req.profile_file) if req.profile_file else None
-    if "lpips" in {b.metric for b in req.budgets} and weights.missing(weights.lpips_weights()):
-        raise FsbenchError(weights.describe_missing("LPIPS", weights.missing(weights.lpips_weights())))
+    preflight.refuse_unscorable(tuple(dict.fromkeys(b.metric for b in req.budgets)), "tune")
     calib_texts, valid_texts = _split(req)
     manifest_path = req.out / MANIFEST
     loaded: list[Any] = []

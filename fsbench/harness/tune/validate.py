@@ -7,6 +7,7 @@ tune reuses every finished video and loads no pipeline when nothing is left to g
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,14 @@ def score(out: Path, names: list[str], metrics: tuple[str, ...]) -> dict[str, di
         result = fidelity.evaluate(Run.open(out / "runs" / name), reference, metrics, workers=1)
         means = result.summary["metrics"]
         scores[name] = {"prompts_compared": result.summary["prompts_compared"],
-                        **{m: means.get(m, {}).get("mean") for m in metrics},
+                        **{m: _mean(means.get(m, {}), result.summary["prompts_compared"]) for m in metrics},
                         **({"not_computed": result.not_computed} if result.not_computed else {})}
     return scores
+
+
+def _mean(metric: dict[str, Any], compared: int) -> float | None:
+    """A metric's mean over the prompts; for PSNR, infinite only where every compared prompt is identical to BF16
+    (the mean leaves identical prompts out, so a few of them never carry a budget)."""
+    if metric.get("mean") is None and compared and metric.get("identical") == compared:
+        return math.inf
+    return metric.get("mean")
