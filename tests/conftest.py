@@ -2,11 +2,19 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker's torch (and every process it starts) runs on one thread: two workers with a
+    thread per core each would oversubscribe a 2-core machine, which slows torch down several times."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 @pytest.fixture(scope="session")
