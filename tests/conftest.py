@@ -12,8 +12,8 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist each worker's torch (and every process it starts) runs on one thread: two workers with a
-    thread per core each would oversubscribe a 2-core machine, which slows torch down several times."""
+    """Under pytest-xdist each worker's torch (and every process it starts) runs on one thread, as `one_thread` does
+    for one test: two workers with a thread per core each would oversubscribe a 2-core machine."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["OMP_NUM_THREADS"] = "1"
 
