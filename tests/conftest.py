@@ -2,11 +2,27 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker's torch (and every process it starts) runs on one thread, as `one_thread` does
+    for one test: two workers with a thread per core each would oversubscribe a 2-core machine."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Test files with the most `slow` tests first, each file's own order kept: pytest-xdist hands whole files to
+    its workers in this order, so the longest start early and the two workers finish close together."""
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])
 
 
 @pytest.fixture(scope="session")

@@ -76,6 +76,7 @@ def killed_and_rerun(tmp_path_factory):
     return folder, out, before
 
 
+@pytest.mark.slow
 def test_a_killed_campaign_resumes_without_regenerating_a_video(killed_and_rerun):
     folder, out, before = killed_and_rerun
     assert len(before) == 4  # both schedules' videos were made by their performance runs before the kill
@@ -95,6 +96,7 @@ def test_a_killed_campaign_resumes_without_regenerating_a_video(killed_and_rerun
     assert load_manifest(out / "bf16")["results"]["Offline"]["accuracy"]["videos_generated"] == 2
 
 
+@pytest.mark.slow
 def test_a_finished_campaign_rerun_skips_every_stage(killed_and_rerun):
     folder, out, _ = killed_and_rerun
     before = _videos(out, "**/*.mp4")  # the page's videos too
@@ -107,6 +109,7 @@ def test_a_finished_campaign_rerun_skips_every_stage(killed_and_rerun):
     assert _videos(out, "**/*.mp4") == before
 
 
+@pytest.mark.slow
 def test_the_compare_page_has_latency_speedup_and_fidelity(killed_and_rerun):
     _, out, _ = killed_and_rerun
     rows = {row["schedule"]: row for row in json.loads((out / "compare" / "compare.json").read_text())["rows"]}
@@ -119,6 +122,7 @@ def test_the_compare_page_has_latency_speedup_and_fidelity(killed_and_rerun):
         assert header in page
 
 
+@pytest.mark.slow
 def test_a_log_written_outside_a_terminal_holds_no_carriage_returns(killed_and_rerun):
     folder, _, _ = killed_and_rerun
     for name in ("first.log", "second.log"):

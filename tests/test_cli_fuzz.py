@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from fsbench.harness.cli import main
@@ -102,6 +103,7 @@ def _argv(path: tuple[str, ...], command: click.Command, base: dict[str, list[st
     return argv + ["--", *positional] if positional else argv
 
 
+@pytest.mark.slow
 def test_every_option_of_the_command_tree_survives_generated_values(tmp_path, monkeypatch, capsys):
     print(f"fuzz seed {SEED} (set FSBENCH_FUZZ_SEED to replay)")
     monkeypatch.chdir(tmp_path)

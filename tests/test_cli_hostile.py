@@ -221,6 +221,7 @@ def test_second_job_on_a_folder_fails_at_once_naming_the_holder_and_double_ctrl_
     assert not list(staging_of(out).iterdir())  # the kill's staging is gone
 
 
+@pytest.mark.slow
 def test_a_truncated_or_differently_made_video_is_regenerated_not_reused(tmp_path, one_thread):
     out = tmp_path / "run"
     args = ["run", "--out", str(out), *SMALL, "--scenario", "Offline", "--mode", "accuracy", "--reuse"]
@@ -302,6 +303,7 @@ def test_compare_leaves_out_scores_of_videos_that_changed_after_eval(tmp_path):
     assert stale.exit_code == 0 and "28.13" not in stale.output and "not the ones `fsbench eval` scored" in stale.output
 
 
+@pytest.mark.slow
 def test_eval_reports_a_truncated_video_and_scores_the_rest(tmp_path):
     ref = make_run(tmp_path / "bf16", "bf16", {"p": constant_video(range(100, 105)),
                                                "q": constant_video(range(100, 105))})

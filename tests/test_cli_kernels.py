@@ -36,6 +36,7 @@ def test_ablation_bad_shape_is_a_usage_error():
     assert result.exit_code == 2 and "multiple of 32" in result.output
 
 
+@pytest.mark.slow
 def test_ablation_merge_of_consecutive_seed_runs_equals_one_run_over_all_seeds(tmp_path):
     def ablation(name, *args):
         out = tmp_path / name

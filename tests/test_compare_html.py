@@ -166,6 +166,7 @@ def test_a_video_a_browser_plays_as_it_is_is_copied_byte_for_byte(tmp_path):
             assert (out / cell["video"]).read_bytes() == (run / "videos" / f"{prompt['text']}-0.mp4").read_bytes()
 
 
+@pytest.mark.slow
 def test_a_second_compare_reuses_the_page_videos_and_remakes_only_what_changed(runs_without_metrics, tmp_path):
     out = _compare(runs_without_metrics, tmp_path)
     before = {p.name: p.stat().st_mtime_ns for p in (out / "videos").glob("*.mp4")}
@@ -234,6 +235,7 @@ def _compare_in_a_terminal(runs, tmp_path, *options: str) -> tuple[str, str]:
     return shown.decode(errors="replace"), done.stdout.decode()
 
 
+@pytest.mark.slow
 def test_the_page_shows_its_progress_on_a_terminal_only_and_not_under_quiet(runs_without_metrics, tmp_path):
     terminal, _ = _compare_in_a_terminal(runs_without_metrics, tmp_path)
     assert "page videos" in terminal and f"0/{2 * len(PROMPTS)}" in terminal

@@ -51,6 +51,7 @@ def test_sdpa_refuses_what_the_kernels_do_not_compute_in_one_line(kwargs, named)
     assert named in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_the_emulator_warns_once_per_process():
     code = ("import warnings, torch, fsbench\n"
             "q = torch.randn(1, 2, 32, 32)\n"

@@ -53,6 +53,7 @@ def test_identical_frames_give_infinite_psnr_and_ssim_one():
     assert fidelity.format_metric(math.inf, 2) == "inf"
 
 
+@pytest.mark.slow
 def test_lpips_is_zero_on_identical_frames_and_symmetric():
     model = random_lpips()
     rng = np.random.default_rng(1)
@@ -157,6 +158,7 @@ def test_evaluate_resumes_finished_prompts_and_redoes_changed_videos(runs):
     assert {r["prompt"]: r["psnr"] for r in redone.rows}["grey"] == pytest.approx(10 * math.log10(255**2 / 400))
 
 
+@pytest.mark.slow
 def test_process_pool_gives_the_same_rows_as_one_process(runs, tmp_path):
     run, ref = runs
     serial = fidelity.evaluate(run, ref, metrics=("psnr", "ssim", "lpips"), lpips=random_lpips)

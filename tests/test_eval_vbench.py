@@ -145,6 +145,7 @@ def _stage_empty(files) -> None:
             weight.path.touch()
 
 
+@pytest.mark.slow
 def test_fetch_script_finds_every_weight_in_place_without_network(tmp_path, empty_caches):
     """The fetch script's presence logic agrees with eval/weights.py (all files staged empty: nothing to fetch)."""
     from fsbench.eval import weights
@@ -156,6 +157,7 @@ def test_fetch_script_finds_every_weight_in_place_without_network(tmp_path, empt
     assert "all evaluation weights in place" in done.stdout and "downloading" not in done.stdout
 
 
+@pytest.mark.slow
 def test_fetch_script_refuses_an_unknown_weight_name_in_one_line():
     script = Path(__file__).resolve().parents[1] / "scripts" / "fetch_eval_weights.py"
     done = subprocess.run([sys.executable, str(script), "--only", "lpips,subject_consistncy"], capture_output=True,
@@ -228,6 +230,7 @@ def test_rerun_reads_finished_dimensions_back_without_vbench(vbench_standin_eval
     assert json.loads((run / "eval" / "summary.json").read_text())["vbench"]["dimensions"] == summary["dimensions"]
 
 
+@pytest.mark.slow
 def test_complete_mlperf_run_gets_accuracy_txt_with_the_mean_of_six(tmp_path, shared_data, empty_caches,
                                                                     monkeypatch):
     """All 248 prompts and all weights present: the six dimension scores (from a fake runner) become accuracy.txt."""
@@ -294,6 +297,7 @@ def _recording_run(tmp_path, shared_data, monkeypatch, visible: str | None) -> P
 
 @pytest.mark.parametrize("visible, children", [(None, ("0", "1")), ("GPU-5e1f, 3,6", ("GPU-5e1f", "3"))],
                          ids=["unset", "uuid-and-number"])
+@pytest.mark.slow
 def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, shared_data, empty_caches,
                                                                      monkeypatch, visible, children):
     """`--gpus 2`: two runner processes at once, one per GPU, each scoring its dimensions over all their videos;
@@ -310,6 +314,7 @@ def test_gpus_deal_the_dimensions_over_runners_that_each_see_one_gpu(tmp_path, s
     assert sorted(p.name for p in (run / "eval" / "vbench").glob("job*.json")) == ["job-gpu0.json", "job-gpu1.json"]
 
 
+@pytest.mark.slow
 def test_more_gpus_than_cuda_visible_devices_names_stops_before_any_runner(tmp_path, shared_data, empty_caches,
                                                                           monkeypatch):
     run = _recording_run(tmp_path, shared_data, monkeypatch, "5")

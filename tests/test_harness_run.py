@@ -42,6 +42,7 @@ def finished_run(tmp_path_factory):
     return run, outputs
 
 
+@pytest.mark.slow
 def test_single_stream_and_offline_performance_runs_are_valid(finished_run):
     run, (single, offline, _) = finished_run
     assert single.exit_code == 0, single.output
@@ -63,6 +64,7 @@ def test_single_stream_and_offline_performance_runs_are_valid(finished_run):
         assert "Result is : VALID" in summary and f"Scenario : {scenario}" in summary
 
 
+@pytest.mark.slow
 def test_manifest_records_settings_schedule_prompts_and_latent(finished_run):
     import torch
 
@@ -79,6 +81,7 @@ def test_manifest_records_settings_schedule_prompts_and_latent(finished_run):
     assert manifest["system"] == "cpu-tiny" and manifest["versions"]["mlcommons-loadgen"]
 
 
+@pytest.mark.slow
 def test_accuracy_run_writes_one_16fps_video_per_prompt_and_the_accuracy_log(finished_run):
     run, (_, _, accuracy) = finished_run
     assert accuracy.exit_code == 0, accuracy.output
@@ -127,6 +130,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list, str]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", BAD_INPUTS)
 def test_bad_input_is_one_clear_line_and_exit_2_and_finished_results_survive(finished_run, tmp_path, case):
     run, _ = finished_run

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import imageio.v3 as iio
+import pytest
 from click.testing import CliRunner
 
 from fsbench.files import TEMP_PREFIX
@@ -22,6 +23,7 @@ def _video_state(folder: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.glob("*.mp4")}
 
 
+@pytest.mark.slow
 def test_sweep_survives_ctrl_c_and_resumes_without_regenerating(tmp_path, monkeypatch, one_thread):
     edges = tmp_path / "edges.toml"
     edges.write_text('[[rule]]\nformat = "bf16"\nsteps = "first1"\n[[rule]]\nformat = "bf16"\nsteps = "*"\n')

@@ -51,6 +51,7 @@ def test_all_components_off_is_exact_attention_to_bf16_rounding():
     assert stats.key_tiles == 8 and stats.rollbacks == 0 and not stats.overflowed
 
 
+@pytest.mark.slow
 def test_result_does_not_depend_on_how_many_tiles_are_processed_at_once():
     q, k, v = normal((1, 2, 700, D), 1)
     for fmt in ["bf16", "mxfp6"]:
@@ -60,6 +61,7 @@ def test_result_does_not_depend_on_how_many_tiles_are_processed_at_once():
             assert relative_error_pct(one_tile, all_tiles) < 1e-4
 
 
+@pytest.mark.slow
 def test_schraudolph_costs_about_its_rms_on_bf16_and_quantization_dominates():
     q, k, v = normal((1, 1, 1024, D), 2)
     ref, _ = emulate(q, k, v, "bf16", **CONVENTIONAL)

@@ -135,6 +135,7 @@ def _run_kernels(tmp_path, case: list) -> dict:
                                   [2, 130, 3, 128, "bfloat16", False],
                                   [1, 200, 3, 128, "float16", True]],
                          ids=["bf16-s300-h2", "bf16-b2-s130-h3-norope", "fp16-s200-h3"])
+@pytest.mark.slow
 def test_norm_rope_kernel_equals_the_torch_prologue_but_for_rare_one_ulp_steps(tmp_path, case):
     """`norm_rope` in the interpreter against `prologue.apply`: the kernel sums x^2 over a token's channels in its
     own order (a tree over each chunk of channels), torch in another, so a token's inverse RMS may differ in its

@@ -59,6 +59,7 @@ def test_sweep_takes_spec_strings_through_repeated_schedule(sweep):
     assert load_manifest(sweep / folders[1])["results"]["Offline"]["accuracy"]["samples"] == 2
 
 
+@pytest.mark.slow
 def test_each_pass_of_a_sweep_logs_its_lines_into_its_own_run_once(sweep):
     spec = next(p for p in sweep.iterdir() if p.name.startswith("spec-"))
     for run, other in ((sweep / "bf16", SPEC), (spec, "[bf16]")):
@@ -70,6 +71,7 @@ def test_each_pass_of_a_sweep_logs_its_lines_into_its_own_run_once(sweep):
         assert any(m.endswith("video 2/2 in " + m.split(" in ")[-1]) for m in messages if "accuracy" in m), messages
 
 
+@pytest.mark.slow
 def test_eval_draws_its_bar_on_a_terminal_and_quiet_hides_it(sweep):
     spec = next(p for p in sweep.iterdir() if p.name.startswith("spec-"))
     args = ["eval", str(spec), "--reference", str(sweep / "bf16"), "--metrics", "psnr", "--workers", "1"]
@@ -83,6 +85,7 @@ def test_eval_draws_its_bar_on_a_terminal_and_quiet_hides_it(sweep):
     assert "fidelity vs" in quiet  # the result itself is still printed
 
 
+@pytest.mark.slow
 def test_a_run_on_a_terminal_draws_bars_and_quiet_hides_every_one(tmp_path):
     args = ["run", *SMALL, "--count", "1", "--time", "0", "--out", str(tmp_path / "run")]
     code, shown = _on_a_terminal(*args)
@@ -105,6 +108,7 @@ def test_a_bad_spec_in_schedules_is_one_line_and_no_table():
     assert result.stdout == "" and result.stderr.count("\n") == 1 and "both set step 2" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_campaign_on_a_terminal_shows_one_bar_with_its_stage_and_eta_and_prints_nothing_over_it(tmp_path):
     plan = tmp_path / "plan.toml"
     plan.write_text(f'model = "tiny"\nschedules = ["bf16"]\nout = "{tmp_path / "out"}"\ndevice = "cpu"\n'

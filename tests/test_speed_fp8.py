@@ -100,6 +100,7 @@ def test_fp8_gemms_cost_little_fidelity_on_the_tiny_video(one_thread):
     assert mean_psnr > 30 and mean_ssim > 0.9, (mean_psnr, mean_ssim)
 
 
+@pytest.mark.slow
 def test_the_fused_gpu_quantizer_is_bit_exact_with_the_eager_one():
     """Fp8Linear on CUDA quantizes activations through torch.compile(quantize_rows); the numerics must not move
     (checked here through inductor's CPU backend, which compiles the same graph)."""

@@ -58,6 +58,7 @@ def tuned(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_chosen_schedule_keeps_its_budget_when_run_from_its_file(tuned, tmp_path, one_thread):
     manifest = _manifest(tuned)
     chosen = next(row for row in manifest["candidates"] if row["name"] == manifest["chosen"]["name"])
@@ -72,6 +73,7 @@ def test_the_chosen_schedule_keeps_its_budget_when_run_from_its_file(tuned, tmp_
     assert scored.summary["metrics"]["psnr"]["mean"] >= 30 and scored.summary["metrics"]["ssim"]["mean"] >= 0.93
 
 
+@pytest.mark.slow
 def test_no_single_format_keeping_the_budget_is_cheaper_by_the_cost_table(tuned):
     manifest = _manifest(tuned)
     ms = _cost_ms()
@@ -92,6 +94,7 @@ def test_no_single_format_keeping_the_budget_is_cheaper_by_the_cost_table(tuned)
     assert (tuned / "report.md").read_text().count("|") > 20 and (tuned / "front.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_a_resumed_tune_regenerates_nothing_and_a_stricter_budget_adds_no_low_precision_call(tuned):
     before, loose = _videos(tuned), _manifest(tuned)
     again = _tune(tuned, *LOOSE)
@@ -111,6 +114,7 @@ def test_a_resumed_tune_regenerates_nothing_and_a_stricter_budget_adds_no_low_pr
     assert cells(manifest) <= cells(loose)
 
 
+@pytest.mark.slow
 def test_a_budget_no_schedule_meets_is_one_line_and_leaves_no_schedule(tuned):
     before = _videos(tuned)
     result = _tune(tuned, "--budget", "psnr>=120")  # above any video that differs from BF16 by one step anywhere
