@@ -222,7 +222,6 @@ class _Pair:
     reference_kept: str | None = None  # both kept frames: compare those, and the reference's codec floor
     test_kept: str | None = None
     num_frames: int = 0
-    floor: dict | None = None  # the reference's codec floor, already scored (read back from its store)
 
 
 def _compare_prompt(pair: _Pair, model: Lpips | None) -> tuple[str, dict]:
@@ -232,8 +231,7 @@ def _compare_prompt(pair: _Pair, model: Lpips | None) -> tuple[str, dict]:
             test = read_kept(Path(pair.test_kept), pair.num_frames)
             result = {"source": "frames", "frames": pair.num_frames, "frames_compared": len(test),
                       **compare_frames(reference, test, pair.metrics, model)}
-            result["codec_floor"] = pair.floor or _floor(reference, Path(pair.reference), pair.num_frames,
-                                                         pair.metrics, model)
+            result["codec_floor"] = _floor(reference, Path(pair.reference), pair.num_frames, pair.metrics, model)
         else:
             result = {"source": "mp4", **compare_videos(Path(pair.reference), Path(pair.test), pair.metrics, model)}
         return pair.prompt, {"status": "ok", **result}
@@ -259,8 +257,8 @@ def evaluate(run: Run, reference: Run, metrics: Iterable[str] = METRICS, workers
     """Compare every prompt of `run` with `reference`; resumable: finished prompts are read back, not recomputed.
 
     Writes RUN/eval/fidelity/<prompt>.json per prompt, RUN/eval/fidelity.csv and the `fidelity` section of
-    RUN/eval/summary.json; the reference's codec floor per prompt goes to REF/eval/codec_floor/<prompt>.json, read
-    back by every run compared with it. `lpips` builds the LPIPS model in each worker (tests pass a
+    RUN/eval/summary.json, each prompt's record with the reference's codec floor (eval writes only RUN's folder, never
+    the reference's). `lpips` builds the LPIPS model in each worker (tests pass a
     random-backbone one).
     """
     metrics, records, not_computed = score(run, reference, run.prompts(), metrics, workers, lpips, on_prompt)
@@ -288,10 +286,9 @@ def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[st
             not_computed["lpips"] = weights.describe_missing("LPIPS", missing)
             metrics = tuple(m for m in metrics if m != "lpips")
     cache_dir = run.eval_dir / "fidelity"
-    floor_dir = reference.eval_dir / "codec_floor"
     num_frames = _num_frames(run)
     records: dict[str, dict] = {}
-    jobs: list[tuple[_Pair, dict, dict, dict]] = []
+    jobs: list[tuple[_Pair, dict, dict]] = []
     for prompt in prompts:
         test, ref = run.video(prompt), reference.video(prompt)
         if not test.is_file() or not ref.is_file():
@@ -312,25 +309,15 @@ def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[st
             if on_prompt:
                 on_prompt(prompt)
             continue
-        floor_key = {"method": METHOD, "video": key["reference_video"], "kept_frames": key["reference_kept_frames"],
-                     "metrics": list(todo)}
-        floor = store.read_json(floor_dir / f"{prompt}.json") if kept else None
-        floor = floor if isinstance(floor, dict) and all(floor.get(k) == v for k, v in floor_key.items()) else None
         pair = _Pair(prompt, str(ref), str(test), todo,
                      str(reference.kept_frames(prompt)) if kept else None,
-                     str(run.kept_frames(prompt)) if kept else None, num_frames,
-                     None if floor is None else {m: floor[m] for m in (*todo, "mse") if m in floor})
-        jobs.append((pair, key, cached, floor_key))
+                     str(run.kept_frames(prompt)) if kept else None, num_frames)
+        jobs.append((pair, key, cached))
 
-    def finish(prompt: str, outcome: dict, key: dict, base: dict, floor_key: dict) -> None:
+    def finish(prompt: str, outcome: dict, key: dict, base: dict) -> None:
         floor = outcome.get("codec_floor")
         if floor is not None:
-            merged = {**(base.get("codec_floor") or {}), **floor}
-            outcome = {**outcome, "codec_floor": merged}
-            try:  # shared by every run compared with this reference; a read-only reference is scored each time
-                store.write_json(floor_dir / f"{prompt}.json", {**floor, **floor_key})
-            except OSError:
-                pass
+            outcome = {**outcome, "codec_floor": {**(base.get("codec_floor") or {}), **floor}}
         record = {**base, **outcome, **key, "prompt": prompt}
         store.write_json(cache_dir / f"{prompt}.json", record)
         records[prompt] = record
@@ -341,8 +328,8 @@ def score(run: Run, reference: Run, prompts: Iterable[str], metrics: Iterable[st
     if workers <= 1 or len(jobs) <= 1:
         _use_device(device)
         model = factory() if factory else None
-        for pair, key, base, floor_key in jobs:
-            finish(*_compare_prompt(pair, model), key, base, floor_key)
+        for pair, key, base in jobs:
+            finish(*_compare_prompt(pair, model), key, base)
     else:
         with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn"),
                                  initializer=_init_worker, initargs=(factory, 1, device)) as pool:
