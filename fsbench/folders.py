@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fsbench import files
 from fsbench.errors import FsbenchError
-from fsbench.rundir import LOCK, MANIFEST
+from fsbench.rundir import CAMPAIGN_LOG, CAMPAIGN_SUBMISSION, LOCK, MANIFEST
 
 KINDS = {"run": "a run folder", "sweep": "a sweep folder", "compare": "a comparison folder",
          "page": "a comparison page's folder", "submission": "a submission root", "campaign": "a campaign folder",
@@ -58,7 +58,8 @@ def kind_of(folder: Path) -> str | None:
 
 def _agrees(folder: Path, kind: str, entries: list[Path]) -> bool:
     """Whether what `folder` holds is what fsbench writes in a folder of `kind`: a run holds its manifest, a
-    comparison its tables, a sweep only runs, a campaign only runs and a comparison, a submission root only its
+    comparison its tables, a sweep only runs, a campaign only runs, a comparison, its log and its submission trees, a
+    submission root only its
     divisions, a page only the files its record names (an empty folder agrees)."""
     if not entries:
         return True
@@ -66,14 +67,24 @@ def _agrees(folder: Path, kind: str, entries: list[Path]) -> bool:
         return (folder / MANIFEST).is_file()
     if kind == "compare":
         return (folder / "compare.json").is_file() and (folder / "compare.md").is_file()
-    if kind in ("sweep", "campaign"):  # a campaign's runs and its comparison, each an fsbench folder of its own
-        inner = ("run", None) if kind == "sweep" else ("run", "compare", None)
-        return all(not e.is_symlink() and kind_of(e) in inner for e in entries)
+    if kind == "campaign":  # its log, its submission trees, and its runs and comparison, each a folder of its own
+        return all(not e.is_symlink() and (e.name == CAMPAIGN_LOG and e.is_file()
+                                           or e.name == CAMPAIGN_SUBMISSION and _holds_submissions(e)
+                                           or kind_of(e) in ("run", "compare", None)) for e in entries)
+    if kind == "sweep":
+        return all(not e.is_symlink() and kind_of(e) in ("run", None) for e in entries)
     if kind == "submission":
         return all(e.name in ("open", "closed") or e.name.startswith(".fsbench-staging-") for e in entries)
     if kind in RECORDED_KINDS:
         return set(_files_under(folder)) <= recorded(folder)
     return True
+
+
+def _holds_submissions(folder: Path) -> bool:
+    """A campaign's submission folder: submission roots, one per schedule, each beside the JSON of its inputs."""
+    return folder.is_dir() and all(not e.is_symlink() and (e.suffix == ".json" and e.is_file()
+                                                            or e.is_dir() and kind_of(e) in ("submission", None))
+                                   for e in folder.iterdir())
 
 
 def _files_under(folder: Path) -> Iterable[str]:

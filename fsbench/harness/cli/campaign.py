@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from fsbench import rundir
 from fsbench.errors import FsbenchError
 from fsbench.folders import refuse_foreign
 from fsbench.harness.cli import evaluate, params, submission as cli_submission
@@ -15,7 +16,6 @@ from fsbench.harness.run import lock, logs, plan as plans, preflight
 if TYPE_CHECKING:
     from fsbench.harness.run.campaign import Compare, Evaluate, Package
 
-CAMPAIGN_LOG = "campaign.log"  # in the plan's out: every line of the campaign, its runs' included
 
 
 @click.command(context_settings={"max_content_width": 120})
@@ -76,7 +76,7 @@ def campaign(plan_file: Path, out: Path | None, dry_run: bool) -> None:
         raise FsbenchError(f"{plan_file}: submission: the runs could not be packaged ({'; '.join(problems)}); "
                            "`fsbench campaign --dry-run` lists every reason")
     with lock.hold(plan.out, kind="campaign"):  # new, empty or a campaign's; one campaign at a time per folder
-        logs.attach(plan.out, CAMPAIGN_LOG, every_run=True)
+        logs.attach(plan.out, rundir.CAMPAIGN_LOG, every_run=True)
         work.execute(*commands(click.get_current_context()))
     click.echo(f"results: {plan.out}")
     if plan.html:

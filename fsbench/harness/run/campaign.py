@@ -47,7 +47,6 @@ _GENERATION = ("performance", "accuracy")
 Evaluate = Callable[[Path, Path | None, tuple[str, ...]], None]
 Compare = Callable[[list[Path], Path, Path | None], None]
 Package = Callable[[Path, Path, Submission, str], None]
-SUBMISSION = "submission"  # in <out>: <schedule>/, the tree of that schedule's run, and <schedule>.json, its inputs
 
 
 @dataclass(frozen=True)
@@ -351,7 +350,7 @@ class Campaign:
         return True
 
     def submission_root(self, index: int) -> Path:
-        return self.plan.out / SUBMISSION / self.runs[index].name
+        return self.plan.out / rundir.CAMPAIGN_SUBMISSION / self.runs[index].name
 
     def submission_system(self, index: int) -> str:
         """The system's name in the tree: the plan's, or the run's (cpu-tiny), with the schedule's folder name."""
