@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -43,18 +44,15 @@ def page_videos(sources: dict[str, list[Path]], reference: int | None, out: Path
     record(out, owned)
     columns = max((len(paths) for paths in sources.values()), default=0)
     workers = max(1, min(os.cpu_count() or 1, len(sources)))
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker)
-    try:
-        jobs = {prompt: pool.submit(prompt_cells, paths, reference, out, fps, link)
-                for prompt, paths in sources.items()}
-        with tqdm(total=len(sources) * columns, desc="page videos", unit="video",
-                  disable=None if progress else True, leave=False) as bar:
-            for done in as_completed(jobs.values()):
-                done.result()
+    with tqdm(total=len(sources) * columns, desc="page videos", unit="video", disable=None if progress else True,
+              leave=False) as bar:
+        if workers == 1:  # one prompt or one core: a pool's fresh interpreter would cost more than it spreads
+            grid = {}
+            for prompt, paths in sources.items():
+                grid[prompt] = prompt_cells(paths, reference, out, fps, link)
                 bar.update(columns)
-    finally:
-        pool.shutdown(cancel_futures=True)  # after an error or Ctrl-C no prompt not yet begun starts
-    grid = {prompt: job.result() for prompt, job in jobs.items()}
+        else:
+            grid = _in_pool(sources, reference, out, fps, link, workers, lambda: bar.update(columns))
     used = {Path(c).name for cells in grid.values() for cell in cells for c in (cell["video"], cell["diff"])
             if c and c.startswith(VIDEO_DIR)}
     for stale in sorted(folder.glob("*.mp4")):
@@ -81,6 +79,21 @@ def _names(sources: dict[str, list[Path]], reference: int | None, fps: int) -> s
             if ref is not None and column != reference:
                 names.add(f"{VIDEO_DIR}/{key}-{ref}-x{DIFF_GAIN}-diff.mp4")
     return names
+
+
+def _in_pool(sources: dict[str, list[Path]], reference: int | None, out: Path, fps: int, link: bool, workers: int,
+             done: Callable[[], None]) -> dict[str, list[dict]]:
+    """`prompt_cells` of every prompt on `workers` fresh interpreters, `done` called as each prompt ends."""
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker)
+    try:
+        jobs = {prompt: pool.submit(prompt_cells, paths, reference, out, fps, link)
+                for prompt, paths in sources.items()}
+        for finished in as_completed(jobs.values()):
+            finished.result()
+            done()
+    finally:
+        pool.shutdown(cancel_futures=True)  # after an error or Ctrl-C no prompt not yet begun starts
+    return {prompt: job.result() for prompt, job in jobs.items()}
 
 
 def _worker() -> None:
