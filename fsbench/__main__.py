@@ -3,6 +3,7 @@ CLI's imports, which take seconds, so that no press, however early, ends in a tr
 leaves before the interpreter's teardown, where a second press would end it by the signal instead of exit code 130."""
 import logging
 import os
+import signal
 import sys
 
 
@@ -35,6 +36,7 @@ def main() -> None:
     except SystemExit as exc:
         if exc.code == interrupts.INTERRUPTED:
             _leave(interrupts.INTERRUPTED)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command has ended: a press in the teardown changes nothing
         raise
 
 
