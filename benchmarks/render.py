@@ -217,8 +217,8 @@ def bench_by_shape(sources: list[Source]) -> tuple[list[str], Rows]:
 
 def sweep(sources: list[Source]) -> tuple[list[str], Rows]:
     """`fsbench kernels bench --sweep` JSON (one per card): per shape, the fused kernel against cuDNN FP8 and BF16."""
-    header = ["card", "keys", "heads", "fused mxfp8 TFLOP/s", "cuDNN FP8 TFLOP/s", "fused / cuDNN FP8", "cuDNN BF16 TFLOP/s",
-              "TFLOP/J fused / cuDNN FP8"]
+    header = ["card", "keys", "heads", "fused mxfp8 TFLOP/s", "cuDNN FP8 TFLOP/s", "fused / cuDNN FP8",
+              "cuDNN BF16 TFLOP/s", "TFLOP/J fused / cuDNN FP8"]
     rows = []
     for s in sources:
         data = s.data
