@@ -421,7 +421,7 @@ def _markdown(header: list[str], rows: Rows) -> list[str]:
 
 
 def published() -> dict[str, list[str]]:
-    """results/figures.json: the sources `--from` gave each table (a table not named there keeps TABLES')."""
+    """results/figures.json: each table's published sources, by `--from` or by hand (else TABLES')."""
     path = RESULTS / FIGURES
     return json.loads(path.read_text()) if path.exists() else {}
 
