@@ -76,7 +76,7 @@ class Table:
     kind: Callable[..., tuple[list[str], Rows]]
     sources: tuple[str, ...]
     options: dict[str, Any] = field(default_factory=dict)
-    plot: str = ""  # where given, the alt text of the first source's plot (its path, .png) above the table
+    plot: str = ""  # where given, the alt text of each source's plot (its path, .png) above the table
 
 
 # ---- provenance ---------------------------------------------------------------------------------------------------
@@ -190,19 +190,20 @@ def _error(row: dict) -> str:
 
 
 def bench_by_kernel(sources: list[Source]) -> tuple[list[str], Rows]:
-    """`fsbench kernels bench` JSON, one line per kernel, a group of columns per shape."""
-    (data,) = [s.data for s in sources]
-    shapes = list(dict.fromkeys(tuple(r["shape"]) for r in data["rows"]))
-    header = ["row"]
+    """`fsbench kernels bench` JSON (one per card), one line per card and kernel, a group of columns per shape."""
+    shapes = list(dict.fromkeys(tuple(r["shape"]) for s in sources for r in s.data["rows"]))
+    header = ["card", "row"]
     for shape in shapes:
         header += [f"TFLOP/s {_shape(list(shape))}", "x cuDNN FP8", "error %", "back to back: TFLOP/s, MHz, W, TFLOP/J"]
     rows = []
-    for name in dict.fromkeys(r["row"] for r in data["rows"]):
-        line = [f"`{name}`"]
-        for shape in shapes:
-            r = next(r for r in data["rows"] if r["row"] == name and tuple(r["shape"]) == shape)
-            line += [_f(r["tflops"]), f"{_f(r.get('x_cudnn_fp8'), 2)}x", _error(r), _b2b(r)]
-        rows.append(line)
+    for s in sources:
+        for name in dict.fromkeys(r["row"] for r in s.data["rows"]):
+            line = [s.device, f"`{name}`"]
+            for shape in shapes:
+                r = next((r for r in s.data["rows"] if r["row"] == name and tuple(r["shape"]) == shape), None)
+                line += ["-"] * 4 if r is None else [_f(r["tflops"]), f"{_f(r.get('x_cudnn_fp8'), 2)}x", _error(r),
+                                                     _b2b(r)]
+            rows.append(line)
     return header, rows
 
 
@@ -215,21 +216,23 @@ def bench_by_shape(sources: list[Source]) -> tuple[list[str], Rows]:
 
 
 def sweep(sources: list[Source]) -> tuple[list[str], Rows]:
-    """`fsbench kernels bench --sweep` JSON: per shape, the fused kernel against cuDNN FP8 and BF16."""
-    (data,) = [s.data for s in sources]
-    by = {(r["row"], tuple(r["shape"])): r for r in data["rows"]}
-    header = ["keys", "heads", "fused mxfp8 TFLOP/s", "cuDNN FP8 TFLOP/s", "fused / cuDNN FP8", "cuDNN BF16 TFLOP/s",
-              "TFLOP/J fused / cuDNN FP8"]
+    """`fsbench kernels bench --sweep` JSON (one per card): per shape, the fused kernel against cuDNN FP8 and BF16."""
+    header = ["card", "keys", "heads", "fused mxfp8 TFLOP/s", "cuDNN FP8 TFLOP/s", "fused / cuDNN FP8",
+              "cuDNN BF16 TFLOP/s", "TFLOP/J fused / cuDNN FP8"]
     rows = []
-    for seq in data["sweep"]["seq_lens"]:
-        for heads in data["sweep"]["heads"]:
-            shape = next(k[1] for k in by if k[1][1] == heads and k[1][2] == seq)
-            fused, fp8, bf16 = (by[(name, shape)] for name in ("gluon-fused-mxfp8", "cudnn-fp8", "sdpa-cudnn-bf16"))
-            ratio = fused["tflops"] / fp8["tflops"]
-            joules = [(r.get("back_to_back") or {}).get("tflop_per_j") for r in (fused, fp8)]
-            rows.append([str(seq), str(heads), _f(fused["tflops"]), _f(fp8["tflops"]),
-                         f"**{ratio:.2f}x**" if ratio < 1 else f"{ratio:.2f}x", _f(bf16["tflops"]),
-                         " / ".join(_f(j, 3) for j in joules)])
+    for s in sources:
+        data = s.data
+        by = {(r["row"], tuple(r["shape"])): r for r in data["rows"]}
+        for seq in data["sweep"]["seq_lens"]:
+            for heads in data["sweep"]["heads"]:
+                shape = next(k[1] for k in by if k[1][1] == heads and k[1][2] == seq)
+                fused, fp8, bf16 = (by[(name, shape)] for name in ("gluon-fused-mxfp8", "cudnn-fp8",
+                                                                    "sdpa-cudnn-bf16"))
+                ratio = fused["tflops"] / fp8["tflops"]
+                joules = [(r.get("back_to_back") or {}).get("tflop_per_j") for r in (fused, fp8)]
+                rows.append([s.device, str(seq), str(heads), _f(fused["tflops"]), _f(fp8["tflops"]),
+                             f"**{ratio:.2f}x**" if ratio < 1 else f"{ratio:.2f}x", _f(bf16["tflops"]),
+                             " / ".join(_f(j, 3) for j in joules)])
     return header, rows
 
 
@@ -267,14 +270,13 @@ def ab(sources: list[Source]) -> tuple[list[str], Rows]:
 
 
 def check(sources: list[Source]) -> tuple[list[str], Rows]:
-    """`fsbench kernels check --json`: each case against float32 SDPA, kernel and emulator."""
-    (data,) = [s.data for s in sources]
-    header = ["case", "(b,h,s,d)", "format", "softmax", "kernel error %", "emulator error %",
+    """`fsbench kernels check --json` (one per kernel): each case against float32 SDPA, kernel and emulator."""
+    header = ["kernel", "case", "(b,h,s,d)", "format", "softmax", "kernel error %", "emulator error %",
               "kernel vs emulator", "rollbacks kernel / emulator"]
     rows = []
-    for r in data["rows"]:
+    for r in (r for s in sources for r in s.data["rows"]):
         finite = r.get("finite", True)
-        rows.append([r["case"], _shape(r["shape"]), r["fmt"], r["softmax"],
+        rows.append([r["impl"], r["case"], _shape(r["shape"]), r["fmt"], r["softmax"],
                      _f(r["rel_err_kernel_pct"], 3) if finite else "NaN",
                      _f(r["rel_err_emulator_pct"], 3) if finite else "NaN",
                      f"{r['rel_diff_vs_emulator']:.2e}" if finite else "-",
@@ -317,14 +319,14 @@ def queries(sources: list[Source]) -> tuple[list[str], Rows]:
 def step_pairs(sources: list[Source]) -> tuple[list[str], Rows]:
     """benchmarks/step_pairs.py JSON: the denoising step of bf16 and mxfp8 in each GEMM configuration, and the
     ratio of the pair's step times."""
-    header = ["GEMMs", "schedule", "step s", "self-attention s", "rest s", "ms per attention call",
+    header = ["card", "GEMMs", "schedule", "step s", "self-attention s", "rest s", "ms per attention call",
               "MHz / W during attention", "MHz / W rest of loop", "J per step", "bf16 step / this step"]
     rows = []
     for s in sources:
         base = {r["gemm"]: r["step_s"] for r in s.data["rows"] if r["schedule"] == "bf16"}
         for r in s.data["rows"]:
             ratio = base.get(r["gemm"])
-            rows.append([r["gemm"].upper(), r["schedule"], _f(r["step_s"], 2), _f(r["self_attention_s"], 2),
+            rows.append([s.device, r["gemm"].upper(), r["schedule"], _f(r["step_s"], 2), _f(r["self_attention_s"], 2),
                          _f(r["rest_s"], 2), _f(r["self_attention_call_ms"], 1),
                          f"{_f(r['attention_mhz'], 0)} / {_f(r['attention_w'], 0)}",
                          f"{_f(r['rest_mhz'], 0)} / {_f(r['rest_w'], 0)}", _f(r["joules_per_step"], 0),
@@ -419,7 +421,7 @@ def _markdown(header: list[str], rows: Rows) -> list[str]:
 
 
 def published() -> dict[str, list[str]]:
-    """results/figures.json: the sources `--from` gave each table (a table not named there keeps TABLES')."""
+    """results/figures.json: each table's published sources, by `--from` or by hand (else TABLES')."""
     path = RESULTS / FIGURES
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -429,8 +431,9 @@ def render_table(table: Table) -> list[str]:
     if not sources:
         return ["Not measured yet: `benchmarks/front_page.sh` runs it."]
     header, rows = table.kind(sources, **table.options)
-    figure = Path(sources[0].path).with_suffix(".png").as_posix()
-    plot = [f"![{table.plot}]({figure})", ""] if table.plot and (RESULTS / figure).is_file() else []
+    figures = [(s.device, Path(s.path).with_suffix(".png").as_posix()) for s in sources] if table.plot else []
+    plot = [line for device, figure in figures if (RESULTS / figure).is_file()
+            for line in (f"![{table.plot}, {device}]({figure})", "")]
     return [*plot, *_markdown(header, rows), "", *provenance(sources)]
 
 

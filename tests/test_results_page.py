@@ -22,7 +22,7 @@ def test_check_reports_a_page_edited_by_hand_and_write_restores_it(tmp_path, mon
     monkeypatch.setattr(render, "PAGE", page)
     assert render.main(["--check"]) == 1
     captured = capsys.readouterr()
-    assert "-| `cudnn-fp8` | 905.9 |" in captured.out and "python benchmarks/render.py" in captured.err
+    assert "-| NVIDIA H200 | `cudnn-fp8` | 905.9 |" in captured.out and "python benchmarks/render.py" in captured.err
     assert render.main([]) == 0 and render.main(["--check"]) == 0
     assert "| `cudnn-fp8` | 805.9 |" in page.read_text()
 
@@ -158,3 +158,23 @@ def test_the_tune_table_marks_the_chosen_schedule_and_ends_in_the_tunes_wall_tim
                     "| whole tune: 7.5 min wall | - | - | - | - | - |"]
     assert "`fsbench tune --model a14b-synthetic`; commit `ccccccc`; NVIDIA H100 80GB HBM3" in "\n".join(page)
     assert render.render("{{ t }}", (render.Table("t", render.tune, ()),)).startswith("Not measured yet")
+
+
+def test_tables_fed_by_several_cards_name_each_cards_lines_and_draw_each_cards_plot():
+    """`--from` puts a card's new source beside the other cards' (figures.json): every kind it feeds takes several."""
+    peers = ("h100/kernels/bench_peers_dcaa377.json", "h200/kernels/bench_peers_f338843.json")
+    lines = render.render_table(render.Table("peers", render.bench_by_kernel, peers))
+    assert lines[0].startswith("| card | row | TFLOP/s (1,40,75600,128) |")
+    assert "| NVIDIA H100 80GB HBM3 | `fa3-bf16` | 725.7 |" in "\n".join(lines)
+    assert "| NVIDIA H200 | `fa3-fp8` | 898.9 |" in "\n".join(lines)
+    sweeps = ("h100/kernels/sweep_dcaa377.json", "h200/kernels/sweep_f338843.json")
+    lines = render.render_table(render.Table("sweep", render.sweep, sweeps, plot="sweep"))
+    assert [line for line in lines if line.startswith("![")] == [
+        "![sweep, NVIDIA H100 80GB HBM3](h100/kernels/sweep_dcaa377.png)",
+        "![sweep, NVIDIA H200](h200/kernels/sweep_f338843.png)"]
+    assert {line.split(" | ")[0] for line in lines if line.startswith("| NVIDIA")} == {"| NVIDIA H100 80GB HBM3",
+                                                                                   "| NVIDIA H200"}
+    steps = ("h100/e2e/step_fp8gemm_dcaa377.json", "h200/e2e/step_9ba88b2/step_pairs.json")
+    page = "\n".join(render.render_table(render.Table("step-pairs", render.step_pairs, steps)))
+    assert "| NVIDIA H100 80GB HBM3 | FP8 | mxfp8 | 14.32 |" in page
+    assert "| NVIDIA H200 | BF16 | mxfp8 | 16.42 |" in page
