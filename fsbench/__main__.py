@@ -11,7 +11,22 @@ def _leave(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()
+    _release_pools()
     os._exit(code)
+
+
+def _release_pools() -> None:
+    """End a worker pool that the interrupt left behind and unlink its semaphores, as the teardown that `_leave`
+    skips would: else multiprocessing's resource tracker prints a warning of leaked semaphores after our one line.
+    multiprocessing has no public call for its exit finalizers (the teardown runs them as `util._exit_function`)."""
+    if "multiprocessing" not in sys.modules:
+        return
+    import multiprocessing
+    from multiprocessing import util
+
+    for child in multiprocessing.active_children():
+        child.terminate()
+    util._run_finalizers(0)  # type: ignore[attr-defined]
 
 
 def main() -> None:
