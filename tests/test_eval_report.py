@@ -113,7 +113,7 @@ def test_compare_table_has_paper_columns_reference_row_speedups_and_footnotes(th
         assert iio.imread(out / name).ndim == 3
     # the speedup plot follows the data: PSNR and SSIM were computed, LPIPS and VBench were not
     rows = report.build_rows([Run.open(three_runs[s]) for s in ("bf16", "mxfp8", "hybrid")])
-    assert [key for key, _ in figures.speedup_panels(rows)] == ["psnr", "ssim"]
+    assert [key for key, *_ in figures.speedup_panels(rows)] == ["psnr", "ssim"]
 
 
 def test_compare_of_query_records_without_videos_gives_the_latency_and_energy_columns_and_no_grid(three_runs,

@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fsbench import files
-from fsbench.eval import report, store
+from fsbench.eval import figures, report, store
 from fsbench.eval.page_videos import DIFF_GAIN, page_videos
 from fsbench.eval.runs import Run
 from fsbench.folders import claim, record, recorded
@@ -189,9 +189,7 @@ def _prompt_metrics(row: report.Row) -> dict[str, dict]:
 def plot_pareto(rows: list[report.Row], path: Path) -> Path:
     """Speedup against each quality metric that has values, with the reference as the line at 1.0 and the
     Pareto front (no other schedule both faster and closer) drawn through the points."""
-    quality = [(k, h, hb) for k, h, hb in (("psnr", "PSNR vs reference (dB)", True), ("ssim", "SSIM", True),
-                                            ("lpips", "LPIPS", False), ("vbench", "VBench overall", True))
-               if any(_finite(r.values.get(k)) and not r.reference for r in rows)]
+    quality = figures.speedup_panels(rows)
     fig = Figure(figsize=(4.2 * max(len(quality), 1), 3.6), layout="constrained")
     axes = fig.subplots(1, max(len(quality), 1), squeeze=False)[0]
     if not quality:
@@ -220,7 +218,7 @@ def plot_pareto(rows: list[report.Row], path: Path) -> Path:
             ax.text(0.5, 0.5, "no run has both this metric\nand a speedup", ha="center", va="center",
                     transform=ax.transAxes, fontsize=9, color="dimgray")
         ax.margins(0.25)
-        ax.set_xlabel(xlabel + (" ↑" if higher_better else " ↓"))
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("speedup over the reference")
         ax.grid(alpha=0.3)
     title = "Speed against quality (Pareto front: no other schedule is both faster and better)"

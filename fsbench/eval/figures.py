@@ -3,6 +3,7 @@ Figure 4 frame grid (a frame of each prompt through each run), drawn with matplo
 pyplot state)."""
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -19,14 +20,16 @@ from fsbench.eval.video_io import read_frame
 PAPER_PROMPTS = ("a cat grooming itself meticulously with its tongue", "a motorcycle cruising along a coastal highway")
 
 
-QUALITY = (("psnr", "PSNR vs BF16 (dB, higher is closer)"), ("ssim", "SSIM vs BF16 (higher is closer)"),
-           ("lpips", "LPIPS vs BF16 (lower is closer)"), ("vbench", "VBench overall (higher is better)"))
+# (metric, axis label, True where higher is closer or better): the quality axes of every speed-quality plot
+QUALITY = (("psnr", "PSNR vs BF16 (dB, higher is closer)", True), ("ssim", "SSIM vs BF16 (higher is closer)", True),
+           ("lpips", "LPIPS vs BF16 (lower is closer)", False), ("vbench", "VBench overall (higher is better)", True))
 
 
-def speedup_panels(rows: list[Row]) -> list[tuple[str, str]]:
-    """(metric, axis label) of each quality metric some compared run has a value of, in QUALITY's order."""
-    return [(k, label) for k, label in QUALITY
-            if any(not r.reference and isinstance(r.values.get(k), (int, float)) for r in rows)]
+def speedup_panels(rows: list[Row]) -> list[tuple[str, str, bool]]:
+    """QUALITY's rows of each quality metric some compared run has a finite value of, in QUALITY's order."""
+    return [(k, label, higher) for k, label, higher in QUALITY
+            if any(not r.reference and isinstance(v := r.values.get(k), (int, float)) and math.isfinite(v)
+                   for r in rows)]
 
 
 def plot_speedup(rows: list[Row], path: Path) -> Path:
@@ -40,7 +43,7 @@ def plot_speedup(rows: list[Row], path: Path) -> Path:
         axes[0].text(0.5, 0.5, "nothing to plot: no run has PSNR, SSIM, LPIPS or VBench\n(see the table's notes)",
                      ha="center", va="center", fontsize=11)
     reference_labels = {r.label for r in rows if r.reference}
-    for ax, (key, xlabel) in zip(axes, panels):
+    for ax, (key, xlabel, _) in zip(axes, panels):
         points, left_out = [], []
         for row in rows:
             x = row.values.get(key)
